@@ -1,0 +1,12 @@
+"""iclr25.compress — lattice transform coding and AuxT for learned compression.
+
+Each paper is a subpackage (``iclr25.compress.<slug>``) imported on first use, so importing the
+domain stays cheap. Paper cards (claims, status) ship in ``cards/``; see ``iclr25 list``.
+"""
+
+from iclr25.core.lazy import attach
+
+__version__ = "0.1.0"
+
+# Paper subpackages that exist in this release (planned papers have a card only).
+__getattr__, __dir__, __all__ = attach(__name__, [])

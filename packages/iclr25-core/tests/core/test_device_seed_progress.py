@@ -1,0 +1,99 @@
+import random
+
+import numpy as np
+import pytest
+import torch
+
+from iclr25.core.device import DeviceUnavailableError, parse_device, resolve_device
+from iclr25.core.progress import progress, progress_enabled
+from iclr25.core.seed import seed_everything, torch_generator
+
+
+@pytest.mark.parametrize(
+    ("spec", "expected"),
+    [
+        ("auto", ("auto", None)),
+        ("cpu", ("cpu", None)),
+        ("cuda", ("cuda", None)),
+        ("cuda:3", ("cuda", 3)),
+        (" CPU ", ("cpu", None)),
+    ],
+)
+def test_parse_device_accepts(spec, expected):
+    assert parse_device(spec) == expected
+
+
+@pytest.mark.parametrize("spec", ["gpu", "cuda:", "cuda:-1", "cpu:0", "", "tpu"])
+def test_parse_device_rejects_with_the_accepted_forms(spec):
+    with pytest.raises(ValueError, match="'auto', 'cpu', 'cuda' or 'cuda:N'"):
+        parse_device(spec)
+
+
+def test_parse_device_type_error():
+    with pytest.raises(TypeError, match="device must be a string"):
+        parse_device(0)
+
+
+def test_resolve_cpu_and_auto():
+    assert resolve_device("cpu") == torch.device("cpu")
+    assert resolve_device(torch.device("cpu")) == torch.device("cpu")
+    expected = "cuda" if torch.cuda.is_available() else "cpu"
+    assert resolve_device("auto").type == expected
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the error raised when CUDA is absent")
+def test_cuda_without_cuda_is_a_clear_error():
+    with pytest.raises(DeviceUnavailableError, match="CUDA is not available"):
+        resolve_device("cuda:0")
+
+
+@pytest.mark.gpu
+def test_cuda_index_out_of_range():
+    with pytest.raises(DeviceUnavailableError, match="only"):
+        resolve_device(f"cuda:{torch.cuda.device_count()}")
+
+
+def _draw():
+    return random.random(), float(np.random.rand()), float(torch.rand(()))
+
+
+def test_seed_everything_repeats_all_three_generators():
+    seed_everything(123)
+    first = _draw()
+    seed_everything(123)
+    assert _draw() == first
+    seed_everything(124)
+    assert _draw() != first
+
+
+@pytest.mark.parametrize(("seed", "exc"), [(-1, ValueError), (2**32, ValueError), (1.5, TypeError), (True, TypeError)])
+def test_seed_everything_rejects(seed, exc):
+    with pytest.raises(exc, match="seed"):
+        seed_everything(seed)
+
+
+def test_deterministic_flag_sets_torch_mode():
+    try:
+        seed_everything(0, deterministic=True)
+        assert torch.are_deterministic_algorithms_enabled()
+    finally:
+        torch.use_deterministic_algorithms(False)
+
+
+def test_torch_generator_is_independent_of_global_state():
+    a = torch.rand(3, generator=torch_generator(7))
+    torch.manual_seed(999)
+    b = torch.rand(3, generator=torch_generator(7))
+    assert torch.equal(a, b)
+
+
+def test_progress_is_a_passthrough_when_disabled(monkeypatch):
+    monkeypatch.setenv("ICLR25_NO_PROGRESS", "1")
+    assert not progress_enabled()
+    assert list(progress(range(4), desc="x")) == [0, 1, 2, 3]
+
+
+def test_progress_disabled_without_tty(monkeypatch):
+    monkeypatch.delenv("ICLR25_NO_PROGRESS", raising=False)
+    monkeypatch.setattr("sys.stderr", open("/dev/null", "w"))  # noqa: SIM115 - closed by gc
+    assert not progress_enabled()

@@ -1,0 +1,207 @@
+"""Registry, CLI table and results.json, with an experiment registered by a fixture."""
+
+import io
+import json
+
+import pytest
+import torch
+
+from iclr25.core import cli
+from iclr25.core.cards import CardError, parse_card
+from iclr25.core.experiments import Experiment, ExperimentError, Measurement, Outcome, Registry, registry
+
+CARD = {
+    "slug": "fixture_paper",
+    "title": "A Fixture Paper",
+    "package": "iclr25-core",
+    "module": "iclr25.core.fixture_paper",
+    "status": "implemented",
+    "summary": "Registered by the test suite only.",
+    "claims": [
+        {"id": "gain", "text": "ours beats the baseline", "metric": "acc, higher is better", "paper": 0.9},
+        {"id": "speed", "text": "context figure", "metric": "s", "paper": "2x", "gated": False},
+    ],
+}
+
+
+class Recorder:
+    def __init__(self, ours=0.95, baseline=0.5):
+        self.calls = []
+        self.ours, self.baseline = ours, baseline
+
+    def __call__(self, quick, device, seed, out):
+        self.calls.append({"quick": quick, "device": device, "seed": seed, "out": out})
+        (out / "plot.txt").write_text("a plot")
+        return Outcome(
+            claims={
+                "gain": Measurement(
+                    ours=torch.tensor(self.ours), baseline=self.baseline, holds=self.ours > self.baseline
+                ),
+                "speed": Measurement(ours=1.7),
+            },
+            extra={"steps": 3},
+        )
+
+
+@pytest.fixture
+def recorder():
+    rec = Recorder()
+    registry.register(Experiment("fixture_paper", rec, card=parse_card(CARD)))
+    yield rec
+    registry.unregister("fixture_paper")
+
+
+def run_cli(*argv):
+    out, err = io.StringIO(), io.StringIO()
+    code = cli.main(list(argv), out=out, err=err)
+    return code, out.getvalue(), err.getvalue()
+
+
+def test_reproduce_prints_table_and_writes_results(recorder, tmp_path):
+    code, out, err = run_cli(
+        "reproduce", "fixture_paper", "--quick", "--device", "cpu", "--seed", "5", "--out", str(tmp_path)
+    )
+    assert code == 0, err
+    header = out.splitlines()[0].split()
+    assert header == ["claim", "metric", "paper", "ours", "baseline", "holds?"]
+    gain_row = next(line for line in out.splitlines() if line.startswith("gain"))
+    assert gain_row.split()[-4:] == ["0.9", "0.95", "0.5", "yes"]
+    assert "report" in next(line for line in out.splitlines() if line.startswith("speed"))
+    assert recorder.calls == [{"quick": True, "device": torch.device("cpu"), "seed": 5, "out": tmp_path}]
+    doc = json.loads((tmp_path / "results.json").read_text())
+    assert set(doc) == {"slug", "title", "quick", "device", "seed", "seconds", "versions", "claims", "extra"}
+    assert (doc["slug"], doc["title"], doc["quick"], doc["device"], doc["seed"]) == (
+        "fixture_paper",
+        "A Fixture Paper",
+        True,
+        "cpu",
+        5,
+    )
+    assert doc["versions"]["torch"] == torch.__version__.split("+")[0] or doc["versions"]["torch"].startswith(
+        torch.__version__[:4]
+    )
+    assert doc["claims"][0] == {
+        "id": "gain",
+        "text": "ours beats the baseline",
+        "metric": "acc, higher is better",
+        "paper": 0.9,
+        "ours": pytest.approx(0.95),
+        "baseline": 0.5,
+        "holds": True,
+    }
+    assert doc["claims"][1]["holds"] is None and doc["extra"] == {"steps": 3}
+    assert (tmp_path / "plot.txt").exists()
+
+
+def test_claim_not_held_exits_1(recorder, tmp_path):
+    recorder.ours = 0.1
+    code, out, _ = run_cli("reproduce", "fixture_paper", "--device", "cpu", "--out", str(tmp_path))
+    assert code == 1 and "NOT HELD" in out
+    assert json.loads((tmp_path / "results.json").read_text())["claims"][0]["holds"] is False
+
+
+def test_json_flag_prints_the_document(recorder, tmp_path):
+    code, out, err = run_cli("reproduce", "fixture_paper", "--json", "--device", "cpu", "--out", str(tmp_path))
+    assert code == 0
+    assert json.loads(out) == json.loads((tmp_path / "results.json").read_text())
+    assert "holds?" in err  # the table moves to stderr
+
+
+def test_all_writes_one_folder_per_paper(recorder, tmp_path):
+    code, out, _ = run_cli("reproduce", "--all", "--device", "cpu", "--out", str(tmp_path))
+    assert code == 0
+    assert (tmp_path / "fixture_paper" / "results.json").exists()
+    assert out.splitlines()[0].split()[0] == "paper"
+
+
+def test_unknown_slug_exits_2_naming_known_slugs(recorder, tmp_path):
+    code, _, err = run_cli("reproduce", "nosuch", "--out", str(tmp_path))
+    assert code == 2 and "nosuch" in err and "fixture_paper" in err
+    assert recorder.calls == [] and not (tmp_path / "results.json").exists()
+
+
+def test_bad_device_exits_2(recorder, tmp_path):
+    code, _, err = run_cli("reproduce", "fixture_paper", "--device", "gpu0", "--out", str(tmp_path))
+    assert code == 2 and "--device" in err and recorder.calls == []
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the no-CUDA message")
+def test_cuda_without_cuda_exits_2(recorder, tmp_path):
+    code, _, err = run_cli("reproduce", "fixture_paper", "--device", "cuda", "--out", str(tmp_path))
+    assert code == 2 and "CUDA is not available" in err and recorder.calls == []
+
+
+def test_unwritable_out_exits_2_before_work(recorder, tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    code, _, err = run_cli("reproduce", "fixture_paper", "--device", "cpu", "--out", str(blocker / "sub"))
+    assert code == 2 and "--out" in err and recorder.calls == []
+
+
+@pytest.mark.parametrize(
+    "argv", [["reproduce"], ["reproduce", "fixture_paper", "--all"], ["frobnicate"], ["reproduce", "x", "--seed", "-1"]]
+)
+def test_usage_errors_exit_2(recorder, argv, tmp_path):
+    code, _, _ = run_cli(*argv, "--out", str(tmp_path)) if argv[0] == "reproduce" else run_cli(*argv)
+    assert code == 2 and recorder.calls == []
+
+
+def test_malformed_card_exits_2(monkeypatch, tmp_path):
+    def broken():
+        raise CardError("x.toml: field 'status' must be ...")
+
+    monkeypatch.setattr(cli, "discover_cards", broken)
+    for argv in (["list"], ["info", "x"], ["reproduce", "x", "--out", str(tmp_path)]):
+        code, _, err = run_cli(*argv)
+        assert code == 2 and "malformed card" in err and "'status'" in err
+
+
+def test_experiment_failure_is_reported_and_nothing_written(tmp_path):
+    def boom(quick, device, seed, out):
+        raise RuntimeError("diverged")
+
+    registry.register(Experiment("fixture_paper", boom, card=parse_card(CARD)))
+    try:
+        code, _, err = run_cli("reproduce", "fixture_paper", "--device", "cpu", "--out", str(tmp_path))
+    finally:
+        registry.unregister("fixture_paper")
+    assert code == 1 and "diverged" in err and not (tmp_path / "results.json").exists()
+
+
+@pytest.mark.parametrize(
+    ("claims", "message"),
+    [
+        ({"speed": Measurement(1.0)}, "gated claim 'gain' was not measured"),
+        ({"gain": Measurement(1.0, holds=None)}, "needs holds=True/False"),
+        ({"gain": Measurement(1.0, holds=True), "speed": Measurement(1.0, holds=True)}, "report-only"),
+        ({"gain": Measurement(1.0, holds=True), "other": Measurement(1.0)}, "the card lacks"),
+    ],
+)
+def test_results_must_fit_the_card(claims, message, tmp_path):
+    exp = Experiment("fixture_paper", lambda **kw: Outcome(claims=claims), card=parse_card(CARD))
+    with pytest.raises(ExperimentError, match=message):
+        exp.execute(quick=True, device="cpu", seed=0, out=tmp_path)
+
+
+def test_registry_lists_without_loading_and_rejects_wrong_objects():
+    reg = Registry(use_entry_points=False)
+    assert reg.slugs() == []
+    with pytest.raises(TypeError):
+        reg.register("not an experiment")
+    with pytest.raises(KeyError, match="no experiment registered"):
+        reg.get("x")
+    exp = reg.register(Experiment("fixture_paper", Recorder(), card=parse_card(CARD)))
+    assert "fixture_paper" in reg and reg.get("fixture_paper") is exp and exp.title == "A Fixture Paper"
+    with pytest.raises(ValueError, match="does not match"):
+        Experiment("other", Recorder(), card=parse_card(CARD))
+
+
+def test_info_and_list_show_installed_cards(monkeypatch):
+    card = parse_card(CARD)
+    monkeypatch.setattr(cli, "discover_cards", lambda: {"fixture_paper": card})
+    code, out, _ = run_cli("info", "fixture_paper")
+    assert code == 0 and "A Fixture Paper" in out and "iclr25 reproduce fixture_paper" in out
+    code, out, _ = run_cli("list", "--json")
+    assert code == 0 and json.loads(out)[0]["slug"] == "fixture_paper"
+    code, _, err = run_cli("info", "nosuch")
+    assert code == 2 and "fixture_paper" in err
