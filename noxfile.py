@@ -6,7 +6,7 @@
     nox -s cross                    cross-package tests (tests/)
     nox -s lint | docs | build | reproduce
 
-Plain ``nox`` runs the default set: lint, tests, cross, build, docs. torch is shared across
+Plain ``nox`` runs the default set: lint, tests, tests_isolated, cross, build, docs. torch is shared across
 sessions through tools/torchenv.py (a .pth into one torch-only environment), never reinstalled.
 """
 
@@ -23,7 +23,7 @@ DOMAINS = ["core", "neuro", "compress", "theory", "rl", "generative", "llm"]
 PACKAGES = [f"packages/iclr25-{d}" for d in DOMAINS]
 TEST_DEPS = ["pytest>=8", "hypothesis>=6"]
 
-nox.options.sessions = ["lint", "tests", "cross", "build", "docs"]
+nox.options.sessions = ["lint", "tests", "tests_isolated", "cross", "build", "docs"]
 nox.options.reuse_existing_virtualenvs = False
 nox.options.error_on_missing_interpreters = True
 
