@@ -1,0 +1,360 @@
+"""Generalized integrate-and-fire (GIF) neurons of SpikeLLM: multi-level spikes, exact integer coding.
+
+Level convention (one place): ``levels = L`` means every step emits an integer spike
+``s_t ∈ [lo, hi]`` with ``lo = 0, hi = L - 1`` (unsigned) or ``lo = -⌊L/2⌋, hi = ⌈L/2⌉ - 1``
+(``bipolar=True``; L = 3 is ternary {-1, 0, 1}). Binary IF is ``L = 2``; merging m binary IF steps
+into one GIF step needs ``levels = m + 1``. S steps of L levels cost ``S·log2 L`` bits.
+
+Real-valued form (membrane u, threshold θ > 0, soft reset)::
+
+    u_t = u_{t-1} + I_t ;  s_t = clip(⌊u_t / θ⌋, lo, hi) ;  u_t ← u_t − θ s_t ;  decode = θ Σ_t s_t
+
+``rounding="round"`` uses round-half-up ``⌊u/θ + 1/2⌋``. Two drives of a value x over S steps:
+``"initial"`` (``I_1 = x``, then 0: decode is the ``S(L−1)+1``-level uniform quantizer of x, the
+real twin of the integer form) and ``"constant"`` (``I_t = x`` every step, an IF neuron: Σ s =
+⌊S x/θ⌋ while unsaturated).
+
+Integer form (exact, ``u_1 = q``): ``s_t = clip(u_t, lo, hi)``, ``u_{t+1} = u_t − s_t``, so
+``Σ_t s_t = clip(q, S·lo, S·hi)``.
+
+Gradients: straight-through over the clip range (``surrogate="ste"``: ``∂s/∂u = 1/θ`` for u/θ in the
+range, ``∂(θ s)/∂θ = s − u/θ`` there, LSQ-style), or a surrogate σ' summed over the level edges
+(``∂s/∂(u/θ) = Σ_k σ'(u/θ − k)``, k = lo+1..hi).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, NamedTuple
+
+import torch
+from torch import nn
+
+from ._checks import check_choice, check_finite, check_float_tensor, check_int, check_positive, check_state
+from .surrogates import Surrogate
+
+__all__ = [
+    "GIFNeuron",
+    "GIFState",
+    "gif_decode",
+    "gif_encode",
+    "gif_encode_int",
+    "gif_range",
+    "gif_step",
+    "spike_bits",
+]
+
+
+class GIFState(NamedTuple):
+    """GIF state: membrane ``u`` after reset, shape of one input step."""
+
+    u: torch.Tensor
+
+
+def gif_range(levels: int, bipolar: bool = False) -> tuple[int, int]:
+    """``(lo, hi)`` spike values of a ``levels``-level GIF neuron (module docstring)."""
+    check_int("levels", levels, 2)
+    if bipolar:
+        return -(levels // 2), (levels + 1) // 2 - 1
+    return 0, levels - 1
+
+
+def spike_bits(levels: int, steps: int) -> float:
+    """Bits of a spike train of ``steps`` steps with ``levels`` levels: ``steps · log2(levels)``."""
+    check_int("levels", levels, 2)
+    check_int("steps", steps, 1)
+    return steps * math.log2(levels)
+
+
+class _GIFLevel(torch.autograd.Function):
+    @staticmethod
+    def forward(
+        ctx: Any, u: torch.Tensor, theta: torch.Tensor, lo: int, hi: int, offset: float, surrogate: Surrogate
+    ) -> torch.Tensor:
+        ctx.save_for_backward(u, theta)
+        ctx.cfg = (lo, hi, offset, surrogate)
+        return torch.clamp(torch.floor(u / theta + offset), lo, hi)
+
+    @staticmethod
+    def backward(ctx: Any, g: torch.Tensor) -> tuple[Any, ...]:
+        u, theta = ctx.saved_tensors
+        lo, hi, offset, surrogate = ctx.cfg
+        z = u / theta
+        if surrogate.name == "ste":
+            d = ((z >= lo - offset) & (z < hi + 1 - offset)).to(u.dtype)
+        else:
+            d = sum(surrogate.derivative(z - k + offset) for k in range(lo + 1, hi + 1))
+        gu = g * d / theta
+        gtheta = None
+        if ctx.needs_input_grad[1]:
+            gtheta = (-(g * d) * u / (theta * theta)).sum_to_size(theta.shape)
+        return gu, gtheta, None, None, None, None
+
+
+def _theta(v_th: float | torch.Tensor, like: torch.Tensor) -> torch.Tensor:
+    check_positive("v_th", v_th)
+    return torch.as_tensor(v_th, dtype=like.dtype, device=like.device)
+
+
+def _check_gif(levels: int, rounding: str, reset: str) -> None:
+    check_int("levels", levels, 2)
+    check_choice("rounding", rounding, ("floor", "round"))
+    check_choice("reset", reset, ("soft", "hard"))
+
+
+def _check_theta_shape(theta: torch.Tensor, shape: torch.Size) -> None:
+    try:
+        ok = torch.broadcast_shapes(theta.shape, shape) == shape
+    except RuntimeError:
+        ok = False
+    if not ok:
+        raise ValueError(f"v_th of shape {tuple(theta.shape)} must broadcast to the input shape {tuple(shape)}")
+
+
+def gif_step(
+    x: torch.Tensor,
+    state: GIFState | None = None,
+    *,
+    levels: int,
+    v_th: float | torch.Tensor = 1.0,
+    bipolar: bool = False,
+    rounding: str = "floor",
+    reset: str = "soft",
+    surrogate: str | Surrogate = "ste",
+    surrogate_kw: dict[str, float] | None = None,
+    validate: bool = True,
+) -> tuple[torch.Tensor, GIFState]:
+    """One GIF step with explicit state.
+
+    Parameters
+    ----------
+    x:
+        ``(...)`` float input ``I_t``.
+    state:
+        `GIFState` with ``u`` of ``x.shape`` (``None``: ``u = 0``).
+    levels:
+        Number of spike levels L ≥ 2 (module docstring for the range).
+    v_th:
+        Threshold θ > 0: float or tensor broadcastable to ``x`` (e.g. a per-channel scale).
+    bipolar:
+        Signed spike range.
+    rounding:
+        ``"floor"`` or ``"round"`` (half up) of ``u/θ``.
+    reset:
+        ``"soft"`` (``u ← u − θ s``) or ``"hard"`` (``u ← 0`` where ``s ≠ 0``).
+    surrogate, surrogate_kw:
+        Backward rule (``"ste"`` straight-through over the clip range, or a surrogate name).
+    validate:
+        Check ``x`` for NaN/Inf.
+
+    Returns
+    -------
+    tuple
+        ``(s, GIFState(u))``: integer-valued float spikes ``(...)`` in ``[lo, hi]``, new state.
+    """
+    check_float_tensor("x", x)
+    _check_gif(levels, rounding, reset)
+    if validate:
+        check_finite("x", x)
+    theta = _theta(v_th, x)
+    _check_theta_shape(theta, x.shape)
+    if state is not None:
+        check_state("state.u", state.u, x.shape)
+    u = x if state is None else state.u + x
+    lo, hi = gif_range(levels, bipolar)
+    surr = Surrogate.make(surrogate, **(surrogate_kw or {}))
+    s = _GIFLevel.apply(u, theta, lo, hi, 0.5 if rounding == "round" else 0.0, surr)
+    u = u - theta * s if reset == "soft" else u * (s == 0).to(u.dtype)
+    return s, GIFState(u)
+
+
+def gif_encode(
+    x: torch.Tensor,
+    levels: int,
+    steps: int,
+    v_th: float | torch.Tensor = 1.0,
+    bipolar: bool = False,
+    rounding: str = "floor",
+    drive: str = "initial",
+    reset: str = "soft",
+    surrogate: str | Surrogate = "ste",
+    surrogate_kw: dict[str, float] | None = None,
+    validate: bool = True,
+) -> torch.Tensor:
+    """Encode real ``x`` into ``steps`` multi-level spikes.
+
+    Parameters
+    ----------
+    x:
+        ``(...)`` float tensor.
+    levels, steps:
+        Levels per step L ≥ 2 and number of steps S ≥ 1.
+    v_th, bipolar, rounding, reset, surrogate, surrogate_kw, validate:
+        As in `gif_step`.
+    drive:
+        ``"initial"``: ``x`` enters the membrane once (``decode ≈ x``, ``S(L−1)+1`` levels);
+        ``"constant"``: ``x`` is injected every step (IF; ``Σ s = ⌊S x/θ⌋`` while unsaturated).
+
+    Returns
+    -------
+    torch.Tensor
+        ``(steps, *x.shape)`` integer-valued float spikes.
+    """
+    check_float_tensor("x", x)
+    _check_gif(levels, rounding, reset)
+    check_int("steps", steps, 1)
+    check_choice("drive", drive, ("initial", "constant"))
+    if validate:
+        check_finite("x", x)
+    state = None
+    out = []
+    zeros = x.new_zeros(x.shape) if drive == "initial" else x
+    for t in range(steps):
+        inp = x if t == 0 else zeros
+        s, state = gif_step(
+            inp,
+            state,
+            levels=levels,
+            v_th=v_th,
+            bipolar=bipolar,
+            rounding=rounding,
+            reset=reset,
+            surrogate=surrogate,
+            surrogate_kw=surrogate_kw,
+            validate=False,
+        )
+        out.append(s)
+    return torch.stack(out)
+
+
+def gif_encode_int(
+    q: torch.Tensor, levels: int, steps: int, bipolar: bool = False, dtype: torch.dtype | None = None
+) -> torch.Tensor:
+    """Exact integer GIF coding: ``u_1 = q``, ``s_t = clip(u_t, lo, hi)``, ``u_{t+1} = u_t − s_t``.
+
+    Computed in closed form (no time loop): ``s_t = clip(q − t·hi, 0, hi) + clip(q − t·lo, lo, 0)``
+    for ``t = 0..S−1``, which is what the greedy loop produces.
+
+    Parameters
+    ----------
+    q:
+        ``(...)`` integer tensor (already quantized values).
+    levels, steps:
+        Levels per step L ≥ 2, number of steps S ≥ 1.
+    bipolar:
+        Signed range (module docstring).
+    dtype:
+        Output dtype (default ``q.dtype``).
+
+    Returns
+    -------
+    torch.Tensor
+        ``(steps, *q.shape)`` spikes in ``[lo, hi]`` with ``Σ_t s_t == clip(q, S·lo, S·hi)``.
+    """
+    if not isinstance(q, torch.Tensor):
+        raise TypeError(f"q must be a torch.Tensor, got {type(q).__name__}")
+    if q.is_floating_point() or q.is_complex() or q.dtype == torch.bool:
+        raise TypeError(f"q must be an integer tensor, got dtype {q.dtype}")
+    check_int("steps", steps, 1)
+    lo, hi = gif_range(levels, bipolar)
+    t = torch.arange(steps, device=q.device, dtype=torch.int64).view(-1, *([1] * q.dim()))
+    qq = q.to(torch.int64).unsqueeze(0)
+    s = torch.clamp(qq - t * hi, 0, hi) + torch.clamp(qq - t * lo, lo, 0)
+    return s.to(dtype or q.dtype)
+
+
+def gif_decode(spikes: torch.Tensor, v_th: float | torch.Tensor = 1.0) -> torch.Tensor:
+    """``v_th · Σ_t spikes_t``: ``(steps, ...)`` spikes to a ``(...)`` float tensor."""
+    if not isinstance(spikes, torch.Tensor) or spikes.dim() < 1:
+        raise TypeError("spikes must be a (steps, ...) tensor")
+    total = spikes.sum(0)
+    if not total.is_floating_point():
+        total = total.to(torch.get_default_dtype())
+    if isinstance(v_th, torch.Tensor):
+        check_positive("v_th", v_th)
+        return total * v_th.to(total.dtype)
+    check_positive("v_th", v_th)
+    return total * float(v_th)
+
+
+class GIFNeuron(nn.Module):
+    """Multi-level GIF neuron (SpikeLLM): ``forward(x) -> spikes (steps, *x.shape)``.
+
+    Parameters
+    ----------
+    levels:
+        Spike levels per step L ≥ 2 (L = 2 is binary IF).
+    steps:
+        Number of steps S ≥ 1; the train costs `spike_bits` ``= S·log2 L`` bits.
+    v_th:
+        Threshold/step θ > 0, float or tensor broadcastable to the input (per-channel scale).
+    reset, bipolar, rounding, surrogate, drive:
+        As in `gif_encode` (default drive ``"initial"``: ``decode(forward(x))`` quantizes x).
+    learn_threshold:
+        Make θ a trainable parameter (LSQ-style gradient ``s − u/θ`` inside the range).
+    backend:
+        ``"auto"`` or ``"reference"``: the S-step loop is a few elementwise torch ops.
+    validate:
+        Check inputs for NaN/Inf.
+    """
+
+    def __init__(
+        self,
+        levels: int,
+        steps: int,
+        v_th: float | torch.Tensor = 1.0,
+        reset: str = "soft",
+        bipolar: bool = False,
+        rounding: str = "floor",
+        learn_threshold: bool = False,
+        surrogate: str | Surrogate = "ste",
+        drive: str = "initial",
+        backend: str = "auto",
+        validate: bool = True,
+    ) -> None:
+        super().__init__()
+        _check_gif(levels, rounding, reset)
+        check_int("steps", steps, 1)
+        check_choice("drive", drive, ("initial", "constant"))
+        check_choice("backend", backend, ("auto", "reference", "torch"))
+        check_positive("v_th", v_th)
+        theta = v_th.detach().clone().float() if isinstance(v_th, torch.Tensor) else torch.tensor(float(v_th))
+        if learn_threshold:
+            self.v_th = nn.Parameter(theta)
+        else:
+            self.register_buffer("v_th", theta)
+        self.levels, self.steps, self.reset_mode, self.bipolar = levels, steps, reset, bool(bipolar)
+        self.rounding, self.drive, self.validate = rounding, drive, validate
+        self.surrogate = Surrogate.make(surrogate)
+
+    @property
+    def bits(self) -> float:
+        """``steps · log2(levels)``."""
+        return spike_bits(self.levels, self.steps)
+
+    @property
+    def range(self) -> tuple[int, int]:
+        """``(lo, hi)`` spike values."""
+        return gif_range(self.levels, self.bipolar)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Spikes ``(steps, *x.shape)`` (integer-valued, ``x.dtype``)."""
+        return gif_encode(
+            x,
+            self.levels,
+            self.steps,
+            v_th=self.v_th,
+            bipolar=self.bipolar,
+            rounding=self.rounding,
+            drive=self.drive,
+            reset=self.reset_mode,
+            surrogate=self.surrogate,
+            validate=self.validate,
+        )
+
+    def decode(self, spikes: torch.Tensor) -> torch.Tensor:
+        """``v_th · spikes.sum(0)``."""
+        return gif_decode(spikes, self.v_th)
+
+    def extra_repr(self) -> str:
+        return f"levels={self.levels}, steps={self.steps}, bipolar={self.bipolar}, rounding={self.rounding!r}"
