@@ -113,7 +113,7 @@ def format_table(results: Sequence[dict[str, Any]], several: bool | None = None)
                 _holds(c["holds"]),
             ]
             rows.append(([doc["slug"]] if several else []) + row)
-    return _render(headers, rows)
+    return _render(headers, rows, width=36)  # full texts are in results.json
 
 
 # ---------------------------------------------------------------------------------------------
