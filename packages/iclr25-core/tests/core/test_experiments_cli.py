@@ -6,9 +6,9 @@ import json
 import pytest
 import torch
 
-from iclr25.core import cli
+from iclr25.core import cli, experiments
 from iclr25.core.cards import CardError, parse_card
-from iclr25.core.experiments import Experiment, ExperimentError, Measurement, Outcome, Registry, registry
+from iclr25.core.experiments import Experiment, ExperimentError, Measurement, Outcome, Registry
 
 CARD = {
     "slug": "fixture_paper",
@@ -43,12 +43,19 @@ class Recorder:
         )
 
 
+@pytest.fixture(autouse=True)
+def isolated_registry(monkeypatch):
+    """A registry holding only what a test registers: installed papers' experiments stay out."""
+    reg = Registry(use_entry_points=False)
+    monkeypatch.setattr(experiments, "registry", reg)
+    return reg
+
+
 @pytest.fixture
-def recorder():
+def recorder(isolated_registry):
     rec = Recorder()
-    registry.register(Experiment("fixture_paper", rec, card=parse_card(CARD)))
-    yield rec
-    registry.unregister("fixture_paper")
+    isolated_registry.register(Experiment("fixture_paper", rec, card=parse_card(CARD)))
+    return rec
 
 
 def run_cli(*argv):
@@ -160,11 +167,8 @@ def test_experiment_failure_is_reported_and_nothing_written(tmp_path):
     def boom(quick, device, seed, out):
         raise RuntimeError("diverged")
 
-    registry.register(Experiment("fixture_paper", boom, card=parse_card(CARD)))
-    try:
-        code, _, err = run_cli("reproduce", "fixture_paper", "--device", "cpu", "--out", str(tmp_path))
-    finally:
-        registry.unregister("fixture_paper")
+    experiments.registry.register(Experiment("fixture_paper", boom, card=parse_card(CARD)))
+    code, _, err = run_cli("reproduce", "fixture_paper", "--device", "cpu", "--out", str(tmp_path))
     assert code == 1 and "diverged" in err and not (tmp_path / "results.json").exists()
 
 
