@@ -22,6 +22,8 @@ ROOT = Path(__file__).parent
 DOMAINS = ["core", "neuro", "compress", "theory", "rl", "generative", "llm"]
 PACKAGES = [f"packages/iclr25-{d}" for d in DOMAINS]
 TEST_DEPS = ["pytest>=8", "hypothesis>=6"]
+# optional extras exercised when everything is installed together (the isolated runs skip those tests)
+EXTRAS = {"packages/iclr25-llm": "packages/iclr25-llm[hf]"}
 
 nox.options.sessions = ["lint", "tests", "tests_isolated", "cross", "build", "docs"]
 nox.options.reuse_existing_virtualenvs = False
@@ -36,6 +38,7 @@ def _install_all(session: nox.Session, editable: bool = True) -> None:
     _with_shared_torch(session)
     args = []
     for pkg in PACKAGES:
+        pkg = EXTRAS.get(pkg, pkg)
         args += ["-e", pkg] if editable else [pkg]
     session.install(*args, *TEST_DEPS)
 

@@ -1,0 +1,148 @@
+import math
+
+import pytest
+import torch
+from torch import nn
+
+from iclr25.llm.lm.eval import (
+    choice_accuracy,
+    cloze_from_corpus,
+    count_bits,
+    generate,
+    log_probs,
+    next_token_accuracy,
+    perplexity,
+)
+from iclr25.llm.lm.model import TinyLlama, TinyLlamaConfig
+from iclr25.llm.lm.tokenizers import ByteTokenizer
+
+
+class Unigram(nn.Module):
+    """A "model" whose logits are a fixed distribution at every position."""
+
+    def __init__(self, p: torch.Tensor):
+        super().__init__()
+        self.logp = nn.Parameter(p.log(), requires_grad=False)
+
+    def forward(self, ids, **_):
+        return self.logp.expand(*ids.shape, -1)
+
+
+def _unigram(v=16, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    p = torch.rand(v, generator=g, dtype=torch.float64) + 0.1
+    return Unigram((p / p.sum()).float()), g
+
+
+@pytest.mark.parametrize(("seq_len", "stride"), [(16, None), (16, 4), (7, 7), (64, 1)])
+def test_perplexity_of_unigram_is_closed_form(seq_len, stride):
+    model, g = _unigram()
+    tokens = torch.randint(0, 16, (301,), generator=g)
+    p = model.logp.detach().double().exp()
+    p = p / p.sum()
+    counts = torch.bincount(tokens[1:], minlength=16).double()
+    exact = float(-(counts * p.log()).sum() / counts.sum())
+    r = perplexity(model, tokens, seq_len=seq_len, stride=stride)
+    assert r["n_tokens"] == 300
+    assert r["nll"] == pytest.approx(exact, abs=1e-6)
+    assert r["bits_per_byte"] == pytest.approx(exact / math.log(2), abs=1e-6)
+    assert r["ppl"] == pytest.approx(math.exp(exact), rel=1e-6)
+    assert perplexity(model, tokens, seq_len, stride, n_bytes=600)["bits_per_byte"] == pytest.approx(
+        r["bits_per_byte"] / 2
+    )
+
+
+def test_sliding_window_matches_brute_force():
+    torch.manual_seed(0)
+    m = TinyLlama(TinyLlamaConfig(d_model=16, n_layers=1, n_heads=2)).eval()
+    tokens = torch.randint(0, 256, (50,), generator=torch.Generator().manual_seed(1))
+    seq_len, stride = 8, 3
+    r = perplexity(m, tokens, seq_len=seq_len, stride=stride)
+    # brute force: each target t is predicted from the window the protocol gives it
+    total = 0.0
+    with torch.no_grad():
+        from iclr25.llm.lm.data import eval_windows
+
+        for b, e, k in eval_windows(50, seq_len, stride):
+            lp, _ = log_probs(m, tokens[b:e][None])
+            for t in range(e - k, e):
+                total -= float(lp[0, t - b - 1])
+    assert r["nll"] == pytest.approx(total / 49, abs=1e-5)
+
+
+def test_perplexity_nan_and_bad_input():
+    model, _ = _unigram()
+    with torch.no_grad():
+        model.logp[0] = float("nan")
+    with pytest.raises(FloatingPointError):
+        perplexity(model, torch.randint(0, 16, (40,)), seq_len=8)
+    m = TinyLlama(TinyLlamaConfig(d_model=16, n_layers=1, n_heads=2))
+    with pytest.raises(ValueError, match="max id 255"):
+        perplexity(m, torch.tensor([1, 2, 300]))
+    with pytest.raises(ValueError, match="at least seq_len"):
+        perplexity(m, torch.tensor([1]))
+
+
+def test_log_probs_shapes_and_normalisation():
+    torch.manual_seed(0)
+    m = TinyLlama(TinyLlamaConfig(d_model=16, n_layers=1, n_heads=2))
+    x = torch.randint(0, 256, (3, 9))
+    tok_lp, full = log_probs(m, x)
+    assert tok_lp.shape == (3, 8) and full.shape == (3, 8, 256)
+    torch.testing.assert_close(full.exp().sum(-1), torch.ones(3, 8))
+    torch.testing.assert_close(tok_lp, full.gather(-1, x[:, 1:, None]).squeeze(-1))
+
+
+def test_choice_accuracy_with_a_known_model():
+    # a unigram that strongly prefers "a": the all-"a" choice always wins
+    p = torch.full((256,), 1e-4)
+    p[ord("a")] = 1.0
+    model = Unigram(p / p.sum())
+    items = [("ctx", ["bbb", "aaa", "ccc"], 1), ("x", ["aaaa", "zz"], 0), ("y", ["q", "aa"], 0)]
+    r = choice_accuracy(model, ByteTokenizer(), items)
+    assert r == {"acc": pytest.approx(2 / 3), "acc_norm": pytest.approx(2 / 3), "n": 3}
+    with pytest.raises(ValueError, match="answer"):
+        choice_accuracy(model, ByteTokenizer(), [("c", ["a"], 3)])
+
+
+def test_cloze_items():
+    text = "\n".join(f"line number {i:03d} of a fine play, {'x' * (i % 7)}" for i in range(200))
+    items = cloze_from_corpus({"p": text}, n=20, n_choices=4, seed=0)
+    assert len(items) == 20
+    lines = [ln.strip() for ln in text.splitlines()]
+    for ctx, choices, k in items:
+        assert len(choices) == 4 and len(set(choices)) == 4
+        i = lines.index(choices[k])
+        assert ctx == "\n".join(lines[i - 2 : i]) + "\n"
+        assert all(len(c) // 10 == len(choices[k]) // 10 for c in choices)
+    assert cloze_from_corpus({"p": text}, n=20, seed=0) == items
+    with pytest.raises(ValueError, match="empty"):
+        cloze_from_corpus({}, n=1)
+
+
+def test_generate_greedy_cache_matches_recompute():
+    torch.manual_seed(0)
+    m = TinyLlama(TinyLlamaConfig(d_model=32, n_layers=2, n_heads=4)).eval()
+    prompt = torch.randint(0, 256, (2, 5))
+    a = generate(m, prompt, 12, temperature=0, use_cache=True)
+    b = generate(m, prompt, 12, temperature=0, use_cache=False)
+    assert a.shape == (2, 17) and torch.equal(a, b) and torch.equal(a[:, :5], prompt)
+    s1 = generate(m, prompt[0], 8, top_k=5, generator=torch.Generator().manual_seed(3))
+    s2 = generate(m, prompt[0], 8, top_k=5, generator=torch.Generator().manual_seed(3))
+    assert s1.shape == (13,) and torch.equal(s1, s2)
+
+
+def test_next_token_accuracy_of_a_perfect_model():
+    p = torch.full((256,), 1e-3)
+    p[7] = 1.0
+    assert next_token_accuracy(Unigram(p / p.sum()), torch.full((50,), 7), seq_len=8) == 1.0
+
+
+def test_count_bits():
+    m = TinyLlama(TinyLlamaConfig.preset("pico"))
+    n = m.num_parameters()
+    assert count_bits(m) == 16 * n
+    linear = sum(p.numel() for name, p in m.named_parameters() if "_proj" in name)
+    bits = count_bits(m, {"*_proj.weight": 1.58})
+    assert bits == pytest.approx(1.58 * linear + 16 * (n - linear))
+    assert count_bits(m, lambda name, p: 4.0) == 4 * n

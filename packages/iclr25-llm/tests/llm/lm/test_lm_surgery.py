@@ -1,0 +1,169 @@
+import pytest
+import torch
+from torch import nn
+
+from iclr25.llm.lm.model import TinyLlama, TinyLlamaConfig
+from iclr25.llm.lm.quant import gptq
+from iclr25.llm.lm.surgery import (
+    as_linear_weight,
+    capture_inputs,
+    hessians,
+    iter_linears,
+    replace_linears,
+    sequential_ptq,
+)
+
+PROJ = {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"}
+
+
+def _tiny():
+    torch.manual_seed(0)
+    return TinyLlama(TinyLlamaConfig(d_model=32, n_layers=2, n_heads=4)).eval()
+
+
+def _hf_models():
+    tr = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    llama = tr.LlamaForCausalLM(
+        tr.LlamaConfig(
+            vocab_size=64,
+            hidden_size=32,
+            intermediate_size=48,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+        )
+    ).eval()
+    gpt2 = tr.GPT2LMHeadModel(tr.GPT2Config(vocab_size=64, n_embd=32, n_layer=2, n_head=4, n_positions=64)).eval()
+    return llama, gpt2
+
+
+def test_iter_linears_on_tinyllama():
+    m = _tiny()
+    names = [n for n, _ in iter_linears(m)]
+    assert len(names) == 7 * 2 and "lm_head" not in names
+    assert {n.rsplit(".", 1)[1] for n in names} == PROJ
+    assert [n for n, _ in iter_linears(m, exclude=None)][-1] == "lm_head"
+    assert len(list(iter_linears(m, include=["q_proj", "k_proj"]))) == 4
+
+
+def test_replace_linears_on_hf_models():
+    llama, gpt2 = _hf_models()
+    x = torch.randint(0, 64, (2, 12))
+    for model, per_layer in [(llama, 7), (gpt2, 4)]:
+        with torch.no_grad():
+            before = model(x).logits
+        found = dict(iter_linears(model))
+        assert len(found) == per_layer * 2 and not any("lm_head" in n for n in found)
+        replaced = replace_linears(model, lambda name, m: m)
+        assert list(replaced) == list(found)
+        with torch.no_grad():
+            assert torch.equal(model(x).logits, before)
+    # GPT-2 Conv1D stores (in, out): as_linear_weight gives (out, in) and computes the same map
+    name, conv = next(iter(iter_linears(gpt2)))
+    w = as_linear_weight(conv)
+    assert w.shape == (conv.nf, conv.weight.shape[0])
+    h = torch.randn(3, conv.weight.shape[0])
+    torch.testing.assert_close(conv(h), h @ w.T + conv.bias)
+    assert name.endswith("attn.c_attn")
+
+
+def test_replace_linears_is_atomic_on_error():
+    m = _tiny()
+    original = dict(iter_linears(m))
+    calls = []
+
+    def factory(name, lin):
+        calls.append(name)
+        if len(calls) == 3:
+            raise RuntimeError("boom")
+        return nn.Identity()
+
+    with pytest.raises(RuntimeError, match="boom"):
+        replace_linears(m, factory)
+    assert dict(iter_linears(m)) == original
+    with pytest.raises(TypeError, match=r"nn\.Module"):
+        replace_linears(m, lambda n, lin: 3)
+
+
+def test_capture_inputs_and_hessians():
+    m = _tiny()
+    g = torch.Generator().manual_seed(0)
+    batches = [torch.randint(0, 256, (2, 10), generator=g) for _ in range(3)]
+    name = "model.layers.1.mlp.down_proj"
+    X = capture_inputs(m, [name], batches)[name]
+    assert X.shape == (60, m.config.ffn_hidden)
+    assert capture_inputs(m, [name], batches, max_rows=25)[name].shape == (25, m.config.ffn_hidden)
+    H = hessians(m, [name], batches)[name]
+    torch.testing.assert_close(H, 2 * X.T @ X / 60, atol=1e-5, rtol=1e-5)
+    with pytest.raises(ValueError, match="not found"):
+        hessians(m, ["nope"], batches)
+
+
+def _gptq_block(i, block, run, bits=4):
+    names = [n for n, _ in iter_linears(block)]
+    hs = {}
+    handles = []
+    for n, lin in iter_linears(block):
+
+        def hook(_m, args, n=n):
+            x = args[0].detach().reshape(-1, args[0].shape[-1]).float()
+            hs[n] = hs.get(n, 0) + 2 * x.T @ x
+            hs[n + "#"] = hs.get(n + "#", 0) + x.shape[0]
+
+        handles.append(lin.register_forward_pre_hook(hook))
+    run()
+    for h in handles:
+        h.remove()
+    for n, lin in iter_linears(block):
+        lin.weight.data = gptq(as_linear_weight(lin), hs[n] / hs[n + "#"], bits).to(lin.weight.dtype)
+    return names
+
+
+@pytest.mark.parametrize("family", ["tiny", "llama", "gpt2"])
+def test_sequential_ptq_walks_blocks_in_order(family):
+    if family == "tiny":
+        model, vocab = _tiny(), 256
+    else:
+        llama, gpt2 = _hf_models()
+        model, vocab = (llama, 64) if family == "llama" else (gpt2, 64)
+    g = torch.Generator().manual_seed(1)
+    calib = [torch.randint(0, vocab, (2, 16), generator=g) for _ in range(4)]
+    x = torch.randint(0, vocab, (2, 16), generator=g)
+    with torch.no_grad():
+        before = model(x).logits
+    if family == "gpt2":  # GPTQ on Conv1D needs the transposed view written back
+        seen = sequential_ptq(model, lambda i, block, run: (run(), i)[1], calib)
+        assert seen == [0, 1]
+        return
+    seen = sequential_ptq(model, _gptq_block, calib)
+    assert len(seen) == 2 and len(seen[0]) == 7
+    with torch.no_grad():
+        after = model(x).logits
+    assert not torch.equal(before, after)
+    # 4-bit GPTQ keeps the model close: predictions mostly unchanged
+    assert (before.argmax(-1) == after.argmax(-1)).float().mean() > 0.5
+
+
+def test_sequential_ptq_feeds_quantized_outputs_forward():
+    m = _tiny()
+    calib = [torch.randint(0, 256, (1, 8), generator=torch.Generator().manual_seed(2))]
+    recorded = []
+
+    def zero_then_record(i, block, run):
+        recorded.append(run()[0].clone())
+        if i == 0:  # make block 0 the identity map on the residual stream
+            for _, lin in iter_linears(block):
+                lin.weight.data.zero_()
+
+    sequential_ptq(m, zero_then_record, calib)
+    # block 1 must see block 0's *modified* output: the embeddings themselves
+    emb = m.model.embed_tokens(calib[0])
+    out1_expected = m.model.layers[1](emb, *_rope(m, 8))
+    torch.testing.assert_close(recorded[1], out1_expected)
+
+
+def _rope(m, t):
+    from iclr25.llm.lm.model import rope_cos_sin
+
+    return rope_cos_sin(torch.arange(t), m.config.head_dim, m.config.rope_theta)
