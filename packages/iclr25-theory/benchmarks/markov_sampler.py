@@ -1,0 +1,117 @@
+"""Benchmark for iclr25.theory.markov_transformer: sampler backends and the vmapped training sweep.
+
+Prints ratios measured in one run:
+
+1. Markov sampler on pre-drawn uniforms ``(B, L)``: torch loop (``reference``, the spec) vs the
+   loop-free torch ``scan`` vs the Triton kernel (when it can run), with a check that all outputs are
+   identical. Issue target: Triton >= 20x the torch loop at B=4096, L=1024 on a GPU.
+2. Training sweep: R runs (p, q, seed) as one ``vmap``-ed model (``train_sweep``) vs R sequential
+   ``train_markov`` calls with the same budget. Issue target: >= 10x wall clock for R=64 on a GPU.
+   Also prints seconds per run; the official script (``Bond1995/Markov``) is not installed here, so
+   the per-run comparison with it is not measured.
+
+GPU figures cannot be measured on the CPU development machine; run there with
+``--device cuda --batch 4096 --length 1024 --runs 64``. On CPU use small sizes, e.g.::
+
+    python benchmarks/markov_sampler.py --batch 256 --length 256 --runs 8 --iters 20
+
+On CPU the Triton column needs ``TRITON_INTERPRET=1`` (the interpreter: correctness only, slow).
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import torch
+
+from iclr25.core.triton import triton_reasons
+from iclr25.theory.markov_transformer import (
+    BinaryMarkovChain,
+    MarkovTransformer,
+    MarkovTransformerConfig,
+    markov_sample,
+    train_markov,
+    train_sweep,
+)
+
+
+def _timed(fn, repeat: int, device: torch.device) -> tuple[float, torch.Tensor]:
+    out = fn()  # warm-up (Triton compilation)
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+    start = time.perf_counter()
+    for _ in range(repeat):
+        out = fn()
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+    return (time.perf_counter() - start) / repeat, out
+
+
+def bench_sampler(batch: int, length: int, device: torch.device, repeat: int) -> None:
+    u = torch.rand(batch, length, device=device, generator=torch.Generator(device=device).manual_seed(0))
+    p, q, init_one = 0.8, 0.6, 0.5
+    t_ref, ref = _timed(lambda: markov_sample(u, p, q, init_one, backend="reference"), repeat, device)
+    t_scan, scan = _timed(lambda: markov_sample(u, p, q, init_one, backend="scan"), repeat, device)
+    print(f"sampler B={batch} L={length} on {device}")
+    print(f"  reference (torch loop): {t_ref * 1e3:9.2f} ms")
+    same = torch.equal(scan, ref)
+    print(f"  scan (loop-free torch): {t_scan * 1e3:9.2f} ms   speed-up x{t_ref / t_scan:.1f}   identical={same}")
+    reasons = triton_reasons(u)
+    if reasons:
+        print(f"  triton: not run ({'; '.join(reasons)})")
+        return
+    t_tri, tri = _timed(lambda: markov_sample(u, p, q, init_one, backend="triton"), repeat, device)
+    same = torch.equal(tri, ref)
+    print(f"  triton:                 {t_tri * 1e3:9.2f} ms   speed-up x{t_ref / t_tri:.1f}   identical={same}")
+
+
+def bench_sweep(runs: int, iters: int, length: int, device: torch.device) -> None:
+    grid = [(p, q) for p in (0.2, 0.5, 0.8, 0.9) for q in (0.2, 0.5, 0.8, 0.9)]
+    chains = [BinaryMarkovChain(*grid[r % len(grid)]) for r in range(runs)]
+    seeds = [r // len(grid) for r in range(runs)]
+    cfg = MarkovTransformerConfig(d_model=8, max_len=length)
+
+    def models() -> list[MarkovTransformer]:
+        out = []
+        for s in seeds:
+            torch.manual_seed(s)
+            out.append(MarkovTransformer(cfg).to(device))
+        return out
+
+    start = time.perf_counter()
+    swept = train_sweep(models(), chains, seeds, iters=iters, length=length)
+    t_sweep = time.perf_counter() - start
+    start = time.perf_counter()
+    seq = [
+        train_markov(m, c, iters=iters, length=length, seed=s) for m, c, s in zip(models(), chains, seeds, strict=True)
+    ]
+    t_seq = time.perf_counter() - start
+    diff = max(abs(a["test_loss"] - b["test_loss"]) for a, b in zip(swept, seq, strict=True))
+    print(f"sweep: {runs} runs x {iters} steps, N={length}, d=8 on {device}")
+    print(f"  sequential train_markov: {t_seq:8.2f} s  ({t_seq / runs:.3f} s/run)")
+    print(
+        f"  vmapped train_sweep:     {t_sweep:8.2f} s  ({t_sweep / runs:.3f} s/run)   speed-up x{t_seq / t_sweep:.1f}"
+    )
+    print(f"  max |test loss difference| sweep vs sequential: {diff:.2e}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--batch", type=int, default=256)
+    parser.add_argument("--length", type=int, default=256)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--runs", type=int, default=8)
+    parser.add_argument("--iters", type=int, default=20)
+    parser.add_argument("--sweep-length", type=int, default=128)
+    parser.add_argument("--threads", type=int, default=1, help="torch CPU threads (1 is fastest for tiny models)")
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    device = torch.device(args.device)
+    bench_sampler(args.batch, args.length, device, args.repeat)
+    bench_sweep(args.runs, args.iters, args.sweep_length, device)
+
+
+if __name__ == "__main__":
+    main()

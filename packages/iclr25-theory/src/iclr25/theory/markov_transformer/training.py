@@ -1,0 +1,278 @@
+"""Training driver: AdamW with the official schedule on freshly sampled Markov sequences.
+
+Defaults follow the official ``config/markov.py`` (d = 8, batch 16, AdamW lr 2e-3, betas (0.9, 0.95),
+weight decay 1e-3 on linear weights only, 2% warmup then cosine), except N = 128 instead of 1024 so
+that a run fits a CPU.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from iclr25.core.progress import progress
+
+from .chain import BinaryMarkovChain, _check_length
+from .model import MarkovTransformer
+
+__all__ = ["lr_factor", "train_markov", "train_sweep"]
+
+log = logging.getLogger(__name__)
+
+_TEST_SEED_OFFSET = 1_000_003  # test sequences come from a different stream than training batches
+
+
+def lr_factor(step: int, iters: int, warmup: float = 0.02) -> float:
+    """Learning-rate multiplier at ``step`` (0-based) of ``iters``.
+
+    Matches the official ``OneCycleLR(pct_start=warmup, anneal_strategy='cos', div_factor=100,
+    final_div_factor=0.05)``: cosine warm-up from lr/100 to lr over ``warmup * iters`` steps, then
+    cosine decay to lr/5.
+    """
+    # OneCycleLR ends its warm-up phase at step pct_start * total - 1 (a float), then anneals to the end.
+    warm = max(warmup * iters - 1.0, 0.0)
+
+    def anneal(start: float, end: float, frac: float) -> float:
+        return end + (start - end) * (1.0 + math.cos(math.pi * min(max(frac, 0.0), 1.0))) / 2.0
+
+    if step < warm:
+        return anneal(0.01, 1.0, step / warm)
+    return anneal(1.0, 0.2, (step - warm) / max(iters - 1.0 - warm, 1.0))
+
+
+def _decays(name: str, tied: bool) -> bool:
+    # As in the official code: only linear weights decay; a tied embedding/head does not, an
+    # untied head (an nn.Linear there) does.
+    return name.endswith(".weight") or (name == "head_vector" and not tied)
+
+
+def _param_groups(named: Any, tied: bool, weight_decay: float) -> list[dict[str, Any]]:
+    decay, no_decay = [], []
+    for name, param in named:
+        (decay if _decays(name, tied) else no_decay).append(param)
+    return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+
+
+def _check_common(chain: object, length: int, max_len: int, **positive: Any) -> None:
+    if not isinstance(chain, BinaryMarkovChain):
+        raise TypeError(f"chain must be a BinaryMarkovChain, got {type(chain).__name__}")
+    _check_length(length)
+    if length > max_len:
+        raise ValueError(f"length {length} exceeds the model's max_len {max_len}")
+    for name, value in positive.items():
+        if name in ("lr", "warmup"):
+            continue
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name} must be a positive int, got {value!r}")
+    lr, warmup = positive["lr"], positive["warmup"]
+    if not (isinstance(lr, (int, float)) and lr > 0):
+        raise ValueError(f"lr must be a positive float, got {lr!r}")
+    if not 0.0 <= warmup < 1.0:
+        raise ValueError(f"warmup must be in [0, 1), got {warmup!r}")
+
+
+def _batch_loss(model: MarkovTransformer, seqs: torch.Tensor) -> torch.Tensor:
+    logits = model(seqs[:, :-1])
+    return F.binary_cross_entropy_with_logits(logits, seqs[:, 1:].to(logits.dtype))
+
+
+def train_markov(
+    model: MarkovTransformer,
+    chain: BinaryMarkovChain,
+    iters: int = 600,
+    batch: int = 16,
+    length: int = 128,
+    lr: float = 2e-3,
+    seed: int = 0,
+    *,
+    weight_decay: float = 1e-3,
+    betas: tuple[float, float] = (0.9, 0.95),
+    warmup: float = 0.02,
+    eval_batch: int = 256,
+    eval_every: int = 0,
+) -> dict[str, Any]:
+    """Train ``model`` in place on fresh sequences from ``chain``.
+
+    Parameters
+    ----------
+    model:
+        The transformer (its device and dtype are used); ``cfg.max_len >= length``.
+    chain:
+        The source.
+    iters:
+        Optimiser steps.
+    batch:
+        Sequences per step.
+    length:
+        N, input symbols per sequence (the chain supplies N + 1).
+    lr:
+        Peak learning rate.
+    seed:
+        Seeds the training and test data streams (initialise the model yourself, e.g. after
+        ``torch.manual_seed``).
+    weight_decay, betas, warmup:
+        AdamW decay on linear weights, its betas, and the warm-up fraction of ``iters``.
+    eval_batch:
+        Fresh test sequences for the final (and periodic) test loss.
+    eval_every:
+        Also record the test loss every this many steps (0: only at the end).
+
+    Returns
+    -------
+    dict with ``train_loss`` (list of per-step losses), ``test_loss`` (final, nats), ``eval_curve``
+    (list of ``(step, test_loss)``), ``unigram_entropy``, ``entropy_rate``, ``iters`` and ``seconds``.
+    """
+    if not isinstance(model, MarkovTransformer):
+        raise TypeError(f"model must be a MarkovTransformer, got {type(model).__name__}")
+    _check_common(
+        chain, length, model.cfg.max_len, iters=iters, batch=batch, eval_batch=eval_batch, lr=lr, warmup=warmup
+    )
+
+    device = model.embedding_vector.device
+    train_gen = torch.Generator(device=device).manual_seed(seed)
+    test_gen = torch.Generator(device=device).manual_seed(seed + _TEST_SEED_OFFSET)
+    test_seqs = chain.sample(eval_batch, length + 1, generator=test_gen)
+
+    def test_loss() -> float:
+        model.eval()
+        with torch.no_grad():
+            value = float(_batch_loss(model, test_seqs))
+        model.train()
+        return value
+
+    opt = torch.optim.AdamW(_param_groups(model.named_parameters(), model.tied, weight_decay), lr=lr, betas=betas)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: lr_factor(s, iters, warmup))
+    start = time.perf_counter()
+    losses: list[float] = []
+    curve: list[tuple[int, float]] = []
+    model.train()
+    for step in progress(range(iters), desc="train_markov", total=iters):
+        seqs = chain.sample(batch, length + 1, generator=train_gen)
+        loss = _batch_loss(model, seqs)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        sched.step()
+        losses.append(float(loss.detach()))
+        if eval_every and (step + 1) % eval_every == 0 and step + 1 < iters:
+            curve.append((step + 1, test_loss()))
+    final = test_loss()
+    curve.append((iters, final))
+    seconds = time.perf_counter() - start
+    log.info("train_markov %s: test loss %.4f after %d steps (%.1fs)", chain, final, iters, seconds)
+    return {
+        "train_loss": losses,
+        "test_loss": final,
+        "eval_curve": curve,
+        "unigram_entropy": chain.unigram_entropy(),
+        "entropy_rate": chain.entropy_rate(),
+        "iters": iters,
+        "seconds": seconds,
+    }
+
+
+def train_sweep(
+    models: list[MarkovTransformer],
+    chains: list[BinaryMarkovChain],
+    seeds: list[int],
+    iters: int = 600,
+    batch: int = 16,
+    length: int = 128,
+    lr: float = 2e-3,
+    *,
+    weight_decay: float = 1e-3,
+    betas: tuple[float, float] = (0.9, 0.95),
+    warmup: float = 0.02,
+    eval_batch: int = 256,
+) -> list[dict[str, Any]]:
+    """Train R same-architecture models at once (``torch.func.vmap`` over stacked parameters).
+
+    Run r sees exactly the data :func:`train_markov` would give it (``chains[r]``, ``seeds[r]``) and
+    starts from ``models[r]``'s weights; AdamW is elementwise, so the R runs stay independent and
+    match R sequential :func:`train_markov` calls up to floating-point summation order. The input
+    models are not modified.
+
+    Parameters
+    ----------
+    models:
+        R models sharing one :class:`MarkovTransformerConfig`, device and dtype.
+    chains:
+        R sources (they may differ per run).
+    seeds:
+        R data seeds.
+    iters, batch, length, lr, weight_decay, betas, warmup, eval_batch:
+        As in :func:`train_markov`.
+
+    Returns
+    -------
+    list of R dicts with ``test_loss``, ``train_loss`` (per step), ``unigram_entropy``,
+    ``entropy_rate``, ``iters`` and ``seconds`` (wall time of the whole sweep), plus ``state``
+    (the run's trained parameters, detached).
+    """
+    if not isinstance(models, (list, tuple)) or not models:
+        raise ValueError(f"models must be a non-empty list of MarkovTransformer, got {models!r}")
+    if not all(isinstance(m, MarkovTransformer) for m in models):
+        raise TypeError("models must all be MarkovTransformer instances")
+    if not len(models) == len(chains) == len(seeds):
+        raise ValueError(
+            f"models, chains and seeds must have one entry per run, got {len(models)}, {len(chains)}, {len(seeds)}"
+        )
+    base = models[0]
+    if any(m.cfg != base.cfg for m in models):
+        raise ValueError("models must share one MarkovTransformerConfig")
+    for chain in chains:
+        _check_common(
+            chain, length, base.cfg.max_len, iters=iters, batch=batch, eval_batch=eval_batch, lr=lr, warmup=warmup
+        )
+    params, _ = torch.func.stack_module_state(list(models))
+    device = base.embedding_vector.device
+    train_gens = [torch.Generator(device=device).manual_seed(s) for s in seeds]
+    test = torch.stack(
+        [
+            c.sample(
+                eval_batch, length + 1, generator=torch.Generator(device=device).manual_seed(s + _TEST_SEED_OFFSET)
+            )
+            for c, s in zip(chains, seeds, strict=True)
+        ]
+    )
+
+    def run_losses(p: dict[str, torch.Tensor], seqs: torch.Tensor) -> torch.Tensor:
+        logits = torch.func.functional_call(base, p, (seqs[:, :-1],), {"check": False})
+        return F.binary_cross_entropy_with_logits(logits, seqs[:, 1:].to(logits.dtype))
+
+    losses_of = torch.func.vmap(run_losses)
+    groups = _param_groups(params.items(), base.tied, weight_decay)
+    opt = torch.optim.AdamW(groups, lr=lr, betas=betas)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: lr_factor(s, iters, warmup))
+    curves: list[list[float]] = [[] for _ in models]
+    start = time.perf_counter()
+    for _ in progress(range(iters), desc="train_sweep", total=iters):
+        seqs = torch.stack([c.sample(batch, length + 1, generator=g) for c, g in zip(chains, train_gens, strict=True)])
+        losses = losses_of(params, seqs)
+        opt.zero_grad(set_to_none=True)
+        losses.sum().backward()  # runs share no parameters, so each gets its own gradient
+        opt.step()
+        sched.step()
+        for curve, value in zip(curves, losses.detach().tolist(), strict=True):
+            curve.append(value)
+    with torch.no_grad():
+        final = losses_of(params, test).tolist()
+    seconds = time.perf_counter() - start
+    log.info("train_sweep: %d runs x %d steps in %.1fs", len(models), iters, seconds)
+    return [
+        {
+            "train_loss": curves[r],
+            "test_loss": final[r],
+            "unigram_entropy": chains[r].unigram_entropy(),
+            "entropy_rate": chains[r].entropy_rate(),
+            "iters": iters,
+            "seconds": seconds,
+            "state": {k: v[r].detach().clone() for k, v in params.items()},
+        }
+        for r in range(len(models))
+    ]

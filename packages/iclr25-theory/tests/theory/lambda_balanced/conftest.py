@@ -1,0 +1,12 @@
+"""Single intra-op thread for these tests: every matrix is tiny, so threads only add overhead."""
+
+import pytest
+import torch
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
