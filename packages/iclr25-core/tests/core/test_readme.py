@@ -1,8 +1,9 @@
-from iclr25.core.testing import readme_code_blocks
+from iclr25.core.testing import assert_import_is_light, run_readme_examples
 
 
 def test_readme_examples_run():
-    blocks = readme_code_blocks("iclr25-core")
-    assert blocks, "the README has no python example"
-    for block in blocks:
-        exec(compile(block, "README.md", "exec"), {})
+    run_readme_examples("iclr25-core")
+
+
+def test_import_is_light():
+    assert_import_is_light("iclr25.core", forbidden=("torch", "numpy", "scipy"))

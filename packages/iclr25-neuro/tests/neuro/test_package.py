@@ -1,28 +1,15 @@
 """The iclr25-neuro distribution: its cards load, its import stays light, its README runs."""
 
-import subprocess
-import sys
-
-from iclr25.core.cards import discover_cards
-from iclr25.core.testing import readme_code_blocks
+from iclr25.core.testing import assert_cards_belong_to, assert_import_is_light, run_readme_examples
 
 
 def test_cards_belong_to_this_distribution():
-    cards = [c for c in discover_cards().values() if c.package == "iclr25-neuro"]
-    assert cards, "iclr25-neuro ships no cards"
-    for card in cards:
-        assert card.module.startswith("iclr25.neuro."), card.module
-        assert card.claims
+    assert_cards_belong_to("neuro")
 
 
 def test_import_is_light():
-    code = "import sys, iclr25.neuro; bad = {'torch', 'scipy'} & set(sys.modules); print(sorted(bad))"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert out.strip() == "[]", f"importing iclr25.neuro pulled in {out.strip()}"
+    assert_import_is_light("iclr25.neuro")
 
 
 def test_readme_examples_run():
-    blocks = readme_code_blocks("iclr25-neuro")
-    assert blocks, "the README has no python example"
-    for block in blocks:
-        exec(compile(block, "README.md", "exec"), {})
+    run_readme_examples("iclr25-neuro")

@@ -6,8 +6,9 @@
 - on machines without CUDA sets ``TRITON_INTERPRET=1`` *before* test modules import kernels, so
   ``@triton.jit`` kernels are built for the CPU interpreter and can be checked against their
   torch references;
-- offers :func:`readme_code_blocks`, which reads an installed distribution's README (its
-  long description) so each package can run its README examples as tests.
+- offers the checks every distribution's test suite runs on itself: :func:`run_readme_examples`
+  (the README's python blocks, read from the installed long description, so examples cannot
+  rot), :func:`assert_import_is_light` and :func:`assert_cards_belong_to`.
 
 It is opt-in: nothing here runs for users who merely install iclr25-core.
 """
@@ -65,3 +66,32 @@ def readme_code_blocks(distribution: str) -> list[str]:
     meta = metadata.metadata(distribution)
     text = meta.get_payload() or meta.get("Description") or ""  # type: ignore[attr-defined]
     return [m.group(1) for m in _BLOCK_RE.finditer(text)]
+
+
+def run_readme_examples(distribution: str) -> int:
+    """Execute every python block of ``distribution``'s README in a fresh namespace; return the count."""
+    blocks = readme_code_blocks(distribution)
+    assert blocks, f"the README of {distribution} has no python example"
+    for block in blocks:
+        exec(compile(block, f"{distribution}/README.md", "exec"), {})
+    return len(blocks)
+
+
+def assert_import_is_light(module: str, forbidden: tuple[str, ...] = ("torch", "scipy")) -> None:
+    """Importing ``module`` in a fresh interpreter must not import any of ``forbidden``."""
+    import subprocess
+    import sys
+
+    code = f"import sys, {module}; print(sorted({set(forbidden)!r} & set(sys.modules)))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]", f"importing {module} pulled in {out.strip()}"
+
+
+def assert_cards_belong_to(domain: str) -> None:
+    """``iclr25-<domain>`` ships cards, and each names a module inside ``iclr25.<domain>``."""
+    from .cards import discover_cards
+
+    cards = [c for c in discover_cards().values() if c.package == f"iclr25-{domain}"]
+    assert cards, f"iclr25-{domain} ships no cards"
+    for card in cards:
+        assert card.module.startswith(f"iclr25.{domain}."), card.module
