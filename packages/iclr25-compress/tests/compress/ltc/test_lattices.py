@@ -1,0 +1,178 @@
+"""Lattice decoders against brute force, NSM against the known table, Voronoi sampling."""
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from iclr25.compress.ltc import lattice, nsm
+from iclr25.compress.ltc.lattices import LATTICE_NAMES, golay_codewords, reed_muller_1_4
+
+
+def _offsets(n: int, k: int) -> torch.Tensor:
+    return torch.tensor(list(itertools.product(range(-k, k + 1), repeat=n)), dtype=torch.float64)
+
+
+def _brute_force_violations(lat, y: torch.Tensor, k: int) -> int:
+    """Candidates: coefficient box of radius k around the Babai point and around Q(y) (reduced basis)."""
+    q = lat.quantize(y)
+    o = _offsets(lat.dim, k) @ lat.G  # (C, n) offsets as vectors
+    o2 = o.square().sum(-1)
+    dq = (y - q).square().sum(-1)
+    bad = 0
+    for centre in (torch.round(y @ lat._Ginv), lat.coords_float(q).round()):
+        r = y - centre @ lat.G  # |r - o|^2 = |r|^2 - 2 r.o + |o|^2: one matmul for all candidates
+        dc = (r.square().sum(-1, keepdim=True) - 2 * r @ o.T + o2).min(-1).values
+        bad += int((dq > dc + 1e-9).sum())
+    return bad
+
+
+@pytest.mark.parametrize(("name", "k"), [("Z2", 2), ("A2", 2), ("D4", 2), ("D4*", 2), ("E8", 1)])
+def test_nearest_point_equals_brute_force(name, k):
+    lat = lattice(name)
+    g = torch.Generator().manual_seed(1)
+    y = torch.randn(6000, lat.dim, generator=g, dtype=torch.float64) * 1.5
+    assert _brute_force_violations(lat, y, k) == 0
+    z = lat.coords_float(lat.quantize(y))
+    assert (z - z.round()).abs().max() < 1e-5
+
+
+def test_bw16_nearest_point_equals_coset_brute_force():
+    """Λ16: an independent search over every RM(1,4) coset of 2D16, with a 1-ring around each rounding."""
+    lat = lattice("BW16")
+    a = lat.scale
+    g = torch.Generator().manual_seed(2)
+    y = torch.randn(200, 16, generator=g, dtype=torch.float64)
+    q = lat.quantize(y)
+    # 1-ring in D16 coefficient space: no change, ±1 in one coordinate, ±1 in two
+    ring = [np.zeros(16)]
+    for i in range(16):
+        for s in (-1, 1):
+            e = np.zeros(16)
+            e[i] = s
+            ring.append(e)
+    for i, j in itertools.combinations(range(16), 2):
+        for s, t in itertools.product((-1, 1), repeat=2):
+            e = np.zeros(16)
+            e[i], e[j] = s, t
+            ring.append(e)
+    ring = torch.tensor(np.array(ring))
+    codes = torch.tensor(reed_muller_1_4(), dtype=torch.float64)
+    y0 = y / a
+    best = torch.full((200,), float("inf"), dtype=torch.float64)
+    for c in codes:
+        w = (y0 - c) / 2
+        cand = torch.round(w).unsqueeze(1) + ring.unsqueeze(0)  # (B, R, 16)
+        even = torch.remainder(cand.sum(-1), 2) == 0
+        pts = 2 * cand + c
+        d = (y0.unsqueeze(1) - pts).square().sum(-1)
+        d = torch.where(even, d, torch.full_like(d, float("inf")))
+        best = torch.minimum(best, d.min(-1).values)
+    dq = ((y - q) / a).square().sum(-1)
+    assert int((dq > best + 1e-9).sum()) == 0
+    z = lat.coords_float(q)
+    assert (z - z.round()).abs().max() < 1e-5
+
+
+@pytest.mark.parametrize("name", ["Z8", "A2", "A3", "D4", "D5*", "E8", "BW16", "E8^2", "A2^4"])
+def test_unit_volume_and_lattice_points(name):
+    lat = lattice(name)
+    assert abs(abs(float(torch.linalg.det(lat.G))) - 1.0) < 1e-9
+    # the basis vectors are lattice points: the decoder returns them unchanged
+    assert torch.allclose(lat.quantize(lat.G.clone()), lat.G, atol=1e-9)
+
+
+@pytest.mark.parametrize(
+    ("name", "table", "tol"),
+    [("Z", 0.083333, 0.01), ("A2", 0.080188, 0.01), ("D4", 0.076603, 0.01), ("E8", 0.071682, 0.01),
+     pytest.param("BW16", 0.068299, 0.015, marks=pytest.mark.slow)],
+)  # fmt: skip
+def test_monte_carlo_nsm_matches_table(name, table, tol):
+    lat = lattice(name, dim=1 if name == "Z" else None)
+    est, se = nsm(lat, 200_000, generator=torch.Generator().manual_seed(3))
+    assert abs(est - table) / table < tol, (est, se)
+    assert se < tol * table / 4  # the tolerance is at least 4 standard errors wide
+
+
+def test_bw16_nsm_fast():
+    """The default-run version of the Λ16 check: 4·10⁴ samples (the 2·10⁵ one is slow-marked)."""
+    est, se = nsm(lattice("BW16"), 40_000, generator=torch.Generator().manual_seed(3))
+    assert abs(est - 0.068299) / 0.068299 < 0.015
+    assert se < 0.015 * 0.068299 / 4
+
+
+@pytest.mark.slow
+def test_leech_nsm():
+    lat = lattice("Leech", slow_ok=True)
+    assert abs(abs(float(torch.linalg.det(lat.G))) - 1.0) < 1e-9
+    est, _ = nsm(lat, 20_000, generator=torch.Generator().manual_seed(4), chunk=2000)
+    assert abs(est - 0.065771) / 0.065771 < 0.02
+
+
+@pytest.mark.parametrize("method", ["uniform", "sobol", "antithetic"])
+@pytest.mark.parametrize("name", ["A2", "D4", "E8"])
+def test_voronoi_samples_lie_in_the_cell(name, method):
+    lat = lattice(name)
+    u = lat.sample_voronoi(20_000, generator=torch.Generator().manual_seed(5), method=method, dtype=torch.float64)
+    assert torch.equal(lat.quantize(u), torch.zeros_like(u))
+    # mean ~ 0 and E||u||^2 / n = NSM (table), within 5 standard errors of the second moment
+    m2 = u.square().sum(-1) / lat.dim
+    table = {"A2": 0.080188, "D4": 0.076603, "E8": 0.071682}[name]
+    assert abs(float(m2.mean()) - table) < 5 * float(m2.std()) / math.sqrt(m2.numel())
+    assert float(u.mean(0).abs().max()) < 5 * float(u.std()) / math.sqrt(u.shape[0])
+
+
+@pytest.mark.parametrize("name", ["A2", "D4", "D4*", "E8", "A3", "BW16"])
+def test_translation_equivariance(name):
+    lat = lattice(name)
+    g = torch.Generator().manual_seed(6)
+    y = torch.randn(500, lat.dim, generator=g, dtype=torch.float64)
+    z = torch.randint(-3, 4, (500, lat.dim), generator=g)
+    lam = lat.points(z, dtype=torch.float64)
+    assert torch.allclose(lat.quantize(y + lam), lat.quantize(y) + lam, atol=1e-9)
+
+
+def test_ties_are_deterministic_and_equivariant():
+    lat = lattice("E8")
+    # exactly representable ties: midpoints between E8 points
+    y = torch.tensor([[0.5, 0, 0, 0, 0, 0, 0, 0.5], [0.25] * 8, [0.5] + [0.0] * 7], dtype=torch.float32)
+    first = lat.quantize(y)
+    assert torch.equal(first, lat.quantize(y.clone()))
+    shift = lat.points(torch.tensor([[1, -2, 0, 3, 0, 0, 1, 0]]), dtype=torch.float32)
+    assert torch.equal(lat.quantize(y + shift), first + shift)
+
+
+def test_codes():
+    rm = reed_muller_1_4()
+    assert sorted(set(rm.sum(1).tolist())) == [0, 8, 16] and len({tuple(r) for r in rm}) == 32
+    w = golay_codewords().sum(1)
+    counts = dict(zip(*np.unique(w, return_counts=True), strict=True))
+    assert counts == {0: 1, 8: 759, 12: 2576, 16: 759, 24: 1}
+
+
+def test_bad_input():
+    lat = lattice("E8")
+    with pytest.raises(ValueError, match=r"last dimension 8.*E8"):
+        lat.quantize(torch.zeros(3, 4))
+    with pytest.raises(TypeError, match="floating"):
+        lat.quantize(torch.zeros(3, 8, dtype=torch.int64))
+    with pytest.raises(ValueError, match="NaN"):
+        lat.quantize(torch.full((2, 8), float("nan")))
+    with pytest.raises(ValueError, match="NaN or Inf"):
+        lat.quantize(torch.full((2, 8), float("inf")))
+    assert lat.quantize(torch.zeros(0, 8)).shape == (0, 8)
+    with pytest.raises(KeyError, match="known"):
+        lattice("K12")
+    with pytest.raises(ValueError, match="slow_ok"):
+        lattice("Leech")
+    assert LATTICE_NAMES
+
+
+def test_half_precision_is_upcast_and_cast_back():
+    lat = lattice("D4")
+    y = torch.randn(64, 4, generator=torch.Generator().manual_seed(7))
+    out = lat.quantize(y.half())
+    assert out.dtype == torch.float16
+    assert torch.equal(out, lat.quantize(y.half().float()).half())
