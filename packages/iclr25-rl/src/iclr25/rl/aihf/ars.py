@@ -1,0 +1,208 @@
+"""Augmented Random Search (Mania et al., 2018, V2-t) on a linear policy, as AIHF's MuJoCo policy optimizer.
+
+a = clip(M (s − μ) / σ), with μ, σ running observation statistics. Each iteration evaluates ``n_dirs``
+antithetic perturbations M ± ν·δ_k, keeps the ``top`` directions by max(R⁺, R⁻) and steps
+M ← M + α / (top·σ_R) Σ (R⁺ − R⁻) δ_k. Returns come from any :class:`RewardModel` evaluated on the
+recorded rollouts, or from the environment's own reward when ``reward is None``.
+
+Recorded observations are the environment observation followed by the ``info_keys`` values of that
+step (HalfCheetah's ``x_velocity`` lives in ``info``, not in the observation).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from .data import Segment, TrajectoryDataset
+from .rewards import RewardModel
+
+__all__ = ["ARS", "LinearPolicy"]
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class LinearPolicy:
+    """a = clip(M (s − mean) / std, low, high); M: (act_dim, obs_dim)."""
+
+    M: np.ndarray
+    mean: np.ndarray
+    std: np.ndarray
+    low: np.ndarray
+    high: np.ndarray
+
+    def act(self, obs: np.ndarray) -> np.ndarray:
+        """Actions for observations of shape (obs_dim,) or (T, obs_dim)."""
+        z = (np.asarray(obs)[..., : self.M.shape[1]] - self.mean) / self.std
+        return np.clip(z @ self.M.T, self.low, self.high)
+
+
+class ARS:
+    """ARS optimizer for Gymnasium continuous-control tasks.
+
+    Parameters
+    ----------
+    env_id : str
+        Gymnasium id (``"HalfCheetah-v5"``, ``"Hopper-v5"``).
+    horizon : int
+        Steps per rollout (episodes may end earlier on termination).
+    n_dirs, top : int
+        Directions per iteration and how many are kept.
+    step, noise : float
+        Step size α and perturbation scale ν.
+    seed : int
+        Seeds perturbations and environment resets.
+    gamma : float
+        Discount of the returns (1 = total return).
+    info_keys : tuple of str
+        ``info`` entries appended to the recorded observations.
+    """
+
+    temperature = None  # deterministic linear policy: no entropy temperature to check against β
+
+    def __init__(
+        self,
+        env_id: str = "HalfCheetah-v5",
+        horizon: int = 200,
+        n_dirs: int = 8,
+        top: int = 4,
+        step: float = 0.02,
+        noise: float = 0.03,
+        seed: int = 0,
+        gamma: float = 1.0,
+        info_keys: tuple[str, ...] = ("x_velocity",),
+    ) -> None:
+        if horizon < 1 or n_dirs < 1 or not 1 <= top <= n_dirs:
+            raise ValueError(f"ARS: need horizon >= 1 and 1 <= top <= n_dirs, got {horizon}, {top}, {n_dirs}")
+        if not (step > 0 and noise > 0):
+            raise ValueError(f"ARS: step and noise must be > 0, got {step}, {noise}")
+        import gymnasium as gym
+
+        # The unwrapped env skips the checker/time-limit wrappers (we cap the horizon ourselves): ~2x faster.
+        self.env = gym.make(env_id).unwrapped
+        self.env_id, self.horizon, self.n_dirs, self.top = env_id, int(horizon), int(n_dirs), int(top)
+        self.step, self.noise, self.seed, self.gamma, self.info_keys = step, noise, seed, float(gamma), info_keys
+        self.obs_dim = int(np.prod(self.env.observation_space.shape))
+        self.act_dim = int(np.prod(self.env.action_space.shape))
+        self.low, self.high = self.env.action_space.low, self.env.action_space.high
+        self.env_steps = 0
+        self.env_seconds = 0.0
+        self.reset(self.horizon, seed)
+
+    @property
+    def fixed_horizon(self) -> int:
+        return self.horizon
+
+    def reset(self, horizon: int, seed: int = 0, ref: LinearPolicy | None = None, temperature: float | None = None):
+        """Zero policy (or a copy of ``ref``) with fresh statistics; ``temperature`` > 0 penalizes ‖a − ref(s)‖²."""
+        if horizon != self.horizon:
+            raise ValueError(f"ARS: horizon {horizon} != the optimizer's rollout horizon {self.horizon}")
+        self._rng = np.random.default_rng(seed)
+        self.M = np.zeros((self.act_dim, self.obs_dim)) if ref is None else ref.M.copy()
+        self._n = 0
+        self._sum = np.zeros(self.obs_dim)
+        self._sumsq = np.zeros(self.obs_dim)
+        self.mean = np.zeros(self.obs_dim) if ref is None else ref.mean.copy()
+        self.std = np.ones(self.obs_dim) if ref is None else ref.std.copy()
+        self._ref, self._kl = ref, float(temperature or 0.0)
+        return self
+
+    @property
+    def policy(self) -> LinearPolicy:
+        """The current linear policy (a copy)."""
+        return LinearPolicy(self.M.copy(), self.mean.copy(), self.std.copy(), self.low, self.high)
+
+    def check_actions(self, acts: np.ndarray, name: str) -> None:
+        """ValueError if any action lies outside the environment's Box."""
+        a = np.asarray(acts, dtype=float).reshape(-1, self.act_dim)
+        bad = ((a < self.low - 1e-9) | (a > self.high + 1e-9)).any(1)
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            raise ValueError(f"{name}: action at index {i} lies outside [{self.low.min()}, {self.high.max()}]")
+
+    def _rollout(self, M: np.ndarray, action_noise: float = 0.0) -> tuple[Segment, float, np.ndarray]:
+        t0 = time.perf_counter()
+        obs, _ = self.env.reset(seed=int(self._rng.integers(2**31)))
+        rec, acts, true_ret, raw = [], [], 0.0, []
+        for t in range(self.horizon):
+            a = np.clip(M @ ((obs - self.mean) / self.std), self.low, self.high)
+            if action_noise:
+                a = np.clip(a + action_noise * self._rng.standard_normal(self.act_dim), self.low, self.high)
+            nxt, r, term, trunc, info = self.env.step(a)
+            raw.append(obs)
+            rec.append(np.concatenate([obs, [float(info.get(k, 0.0)) for k in self.info_keys]]))
+            acts.append(a)
+            true_ret += self.gamma**t * float(r)
+            obs = nxt
+            if term or trunc:
+                break
+        self.env_steps += len(acts)
+        self.env_seconds += time.perf_counter() - t0
+        return (np.asarray(rec), np.asarray(acts)), true_ret, np.asarray(raw)
+
+    def _score(self, seg: Segment, true_ret: float, reward: RewardModel | None) -> float:
+        if reward is None:
+            ret = true_ret
+        else:
+            with torch.no_grad():
+                r = reward(*seg).double().numpy()
+            ret = float((self.gamma ** np.arange(len(r))) @ r)
+        if self._kl and self._ref is not None:
+            ret -= self._kl * float(((seg[1] - self._ref.act(seg[0])) ** 2).sum())
+        return ret
+
+    def improve(self, reward: RewardModel | None, n_steps: int) -> None:
+        """``n_steps`` ARS iterations on ``reward`` (None: the environment's true reward)."""
+        for _ in range(n_steps):
+            deltas = self._rng.standard_normal((self.n_dirs, *self.M.shape))
+            plus, minus, states = np.zeros(self.n_dirs), np.zeros(self.n_dirs), []
+            for k in range(self.n_dirs):
+                for sign, store in ((1.0, plus), (-1.0, minus)):
+                    seg, tr, raw = self._rollout(self.M + sign * self.noise * deltas[k])
+                    store[k] = self._score(seg, tr, reward)
+                    states.append(raw)
+            keep = np.argsort(-np.maximum(plus, minus))[: self.top]
+            sigma = np.concatenate([plus[keep], minus[keep]]).std()
+            if sigma > 1e-12:  # all returns equal (e.g. θ = 0): no information, no step
+                self.M += self.step / (self.top * sigma) * np.tensordot(plus[keep] - minus[keep], deltas[keep], 1)
+            self._update_stats(np.concatenate(states))
+
+    def _update_stats(self, states: np.ndarray) -> None:
+        self._n += len(states)
+        self._sum += states.sum(0)
+        self._sumsq += (states**2).sum(0)
+        self.mean = self._sum / self._n
+        self.std = np.sqrt(np.maximum(self._sumsq / self._n - self.mean**2, 1e-8))
+
+    def rollouts(self, n: int, seed: int | None = None, action_noise: float = 0.0) -> list[Segment]:
+        """``n`` rollouts of the current policy; true returns are kept in ``last_true_returns``."""
+        if seed is not None:
+            self._rng = np.random.default_rng(seed)
+        out, rets = [], []
+        for _ in range(n):
+            seg, tr, _ = self._rollout(self.M, action_noise)
+            out.append(seg)
+            rets.append(tr)
+        self.last_true_returns = np.asarray(rets)
+        return out
+
+    def policy_return(self, reward: RewardModel, n_rollouts: int) -> torch.Tensor:
+        """Monte-Carlo E_{τ∼π}[R_θ(τ)] over ``n_rollouts`` rollouts, differentiable in θ."""
+        return reward.prepare(self.rollouts(n_rollouts), self.gamma, "policy rollouts")().mean()
+
+    def behavior_clone(self, demos: TrajectoryDataset) -> LinearPolicy:
+        """Least-squares linear policy on normalized demonstration observations (SFT)."""
+        s = np.asarray(demos.obs, dtype=float)[:, : self.obs_dim]
+        mean, std = s.mean(0), np.maximum(s.std(0), 1e-4)
+        z = (s - mean) / std
+        sol = np.linalg.lstsq(z, np.asarray(demos.acts, dtype=float), rcond=None)[0]
+        return LinearPolicy(sol.T, mean, std, self.low, self.high)
+
+    def close(self) -> Any:
+        return self.env.close()
