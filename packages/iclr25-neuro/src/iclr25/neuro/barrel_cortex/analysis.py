@@ -1,0 +1,228 @@
+"""Training loop and the paper's analyses: whisker deprivation, ANOVA selectivity, firing statistics."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from typing import Any
+
+import numpy as np
+import torch
+from scipy import stats
+
+from iclr25.core.progress import progress
+from iclr25.neuro.spiking import anova_selectivity, cv_binary, isi_cv
+
+from .network import BarrelCortexRSNN
+from .whiskers import N_WHISKERS, deprive_whiskers, to_spikes
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["evaluate", "firing_statistics", "selectivity_anova", "train_barrel", "whisker_deprivation_curve"]
+
+
+def _as_tensor(x: np.ndarray | torch.Tensor, device: torch.device) -> torch.Tensor:
+    return (torch.from_numpy(x) if isinstance(x, np.ndarray) else x).to(device)
+
+
+@torch.no_grad()
+def evaluate(
+    model: BarrelCortexRSNN, spikes: np.ndarray | torch.Tensor, labels: np.ndarray | torch.Tensor, batch_size: int = 64
+) -> float:
+    """Accuracy of ``model`` on ``spikes [N, 2, (sweeps,) T, 93]`` with ``labels [N]``."""
+    dev = next(model.parameters()).device
+    was = model.training
+    model.eval()
+    correct = 0
+    for i in range(0, len(labels), batch_size):
+        scores = model(_as_tensor(spikes[i : i + batch_size], dev))
+        correct += int((scores.argmax(1).cpu() == _as_tensor(labels[i : i + batch_size], torch.device("cpu"))).sum())
+    model.train(was)
+    return correct / max(len(labels), 1)
+
+
+def train_barrel(
+    model: BarrelCortexRSNN,
+    spikes: np.ndarray | torch.Tensor,
+    labels: np.ndarray | torch.Tensor,
+    epochs: int = 100,
+    batch_size: int = 128,
+    lr: float = 0.008,
+    step_size: int = 20,
+    gamma: float = 0.8,
+    seed: int = 0,
+) -> dict[str, list[float]]:
+    """Train with RSNN_bfd's recipe: Adam on `BarrelCortexRSNN.param_groups`, StepLR(step_size, γ).
+
+    Parameters
+    ----------
+    spikes, labels:
+        ``[N, 2, (sweeps,) T, 93]`` 0/1 and ``[N]`` int labels.
+
+    Returns
+    -------
+    dict
+        ``loss``: mean training loss per epoch; ``train_acc``: training accuracy during each epoch.
+    """
+    if not isinstance(epochs, int) or epochs < 0:
+        raise ValueError(f"epochs must be an int >= 0, got {epochs!r}")
+    if not isinstance(batch_size, int) or batch_size < 1:
+        raise ValueError(f"batch_size must be an int >= 1, got {batch_size!r}")
+    dev = next(model.parameters()).device
+    x, y = _as_tensor(spikes, torch.device("cpu")), _as_tensor(labels, torch.device("cpu")).long()
+    if len(x) != len(y):
+        raise ValueError(f"spikes and labels must have the same length, got {len(x)} and {len(y)}")
+    opt = torch.optim.Adam(model.param_groups(lr))
+    sched = torch.optim.lr_scheduler.StepLR(opt, step_size=step_size, gamma=gamma)
+    gen = torch.Generator().manual_seed(seed)
+    history: dict[str, list[float]] = {"loss": [], "train_acc": []}
+    model.train()
+    for _ in progress(range(epochs), desc="barrel_cortex"):
+        total, correct = 0.0, 0
+        for idx in torch.randperm(len(y), generator=gen).split(batch_size):
+            xb, yb = x[idx].to(dev), y[idx].to(dev)
+            scores = model(xb)
+            loss = model.loss(scores, yb)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+            total += float(loss.detach()) * len(idx)
+            correct += int((scores.argmax(1) == yb).sum())
+        sched.step()
+        history["loss"].append(total / len(y))
+        history["train_acc"].append(correct / len(y))
+        logger.info("epoch loss %.4f acc %.3f", history["loss"][-1], history["train_acc"][-1])
+    return history
+
+
+def whisker_deprivation_curve(
+    model: BarrelCortexRSNN,
+    force: np.ndarray,
+    torque: np.ndarray,
+    labels: np.ndarray,
+    ks: Iterable[int] = range(1, 9),
+    draws: int = 50,
+    seed: int = 0,
+    pool: int = 30,
+    dt: int = 1,
+    c_f: float | None = None,
+    c_t: float | None = None,
+) -> dict[str, Any]:
+    """Test accuracy with ``k`` whiskers removed (zeroed before spike conversion).
+
+    k = 0: intact; k = 1: each of the 31 whiskers once (or ``draws`` distinct ones when
+    ``draws < 31``); k > 1: ``draws`` random sets of k distinct whiskers from ``0..pool-1``
+    (RSNN_bfd draws ``np.random.choice(30, k)``, with replacement; we draw without).
+
+    Parameters
+    ----------
+    force, torque:
+        Test set ``[N, sweeps, frames, 31, 3, 3]``; ``labels``: ``[N]``.
+    c_f, c_t:
+        Spike-conversion centres; pass the training ones.
+
+    Returns
+    -------
+    dict
+        ``ks``, ``accuracy`` (mean per k), ``per_draw`` (lists), ``spearman`` (ρ of k vs accuracy).
+    """
+    ks = [int(k) for k in ks]
+    if any(not 0 <= k <= pool for k in ks) or not 1 <= pool <= N_WHISKERS:
+        raise ValueError(f"ks must lie in 0..pool and pool in 1..{N_WHISKERS}, got ks={ks}, pool={pool}")
+    if not isinstance(draws, int) or draws < 1:
+        raise ValueError(f"draws must be an int >= 1, got {draws!r}")
+    rng = np.random.default_rng(seed)
+    per_draw: dict[int, list[float]] = {}
+    for k in ks:
+        if k == 0:
+            sets: list[list[int]] = [[]]
+        elif k == 1:
+            order = np.arange(N_WHISKERS) if draws >= N_WHISKERS else rng.choice(N_WHISKERS, draws, replace=False)
+            sets = [[int(w)] for w in order]
+        else:
+            sets = [rng.choice(pool, k, replace=False).tolist() for _ in range(draws)]
+        accs = []
+        for idx in sets:
+            f, t = deprive_whiskers(force, torque, idx)
+            spikes, _ = to_spikes(f, t, dt=dt, c_f=c_f, c_t=c_t, generator=rng)
+            accs.append(evaluate(model, spikes[:, :, 0], labels))
+        per_draw[k] = accs
+    acc = [float(np.mean(per_draw[k])) for k in ks]
+    rho = float(stats.spearmanr(ks, acc).statistic) if len(ks) > 1 and np.ptp(acc) > 0 else float("nan")
+    return {"ks": ks, "accuracy": acc, "per_draw": per_draw, "spearman": rho}
+
+
+@torch.no_grad()
+def _record(model: BarrelCortexRSNN, spikes: np.ndarray | torch.Tensor, batch_size: int = 64) -> torch.Tensor:
+    dev = next(model.parameters()).device
+    out = [
+        model(_as_tensor(spikes[i : i + batch_size], dev), record=True)[1].cpu()
+        for i in range(0, len(spikes), batch_size)
+    ]
+    return torch.cat(out)  # [N, T, n]
+
+
+def selectivity_anova(
+    model: BarrelCortexRSNN,
+    spikes: np.ndarray | torch.Tensor,
+    labels: np.ndarray | torch.Tensor,
+    alpha: float = 1e-3,
+    smoothing: float = 182.0,
+) -> dict[str, Any]:
+    """Class selectivity of every cortical neuron (RSNN_bfd ``ANOVA``).
+
+    Per class, spike counts are summed over the class's trials, one observation per time step
+    ``(T, n)``; a one-way ANOVA across classes per neuron; selective when p < ``alpha``.
+
+    Returns
+    -------
+    dict
+        ``p_values (n,)``, ``selective (n,)`` bool, ``fraction``, ``preferred (n,)`` class index and
+        ``ternary (n, C)``: per-class firing proportions with ``smoothing`` added to every count.
+    """
+    rec = _record(model, spikes)
+    y = _as_tensor(labels, torch.device("cpu")).long()
+    classes = torch.unique(y)
+    counts = [rec[y == c].sum(0) for c in classes]  # each (T, n)
+    res = anova_selectivity(counts, alpha=alpha)
+    totals = torch.stack([c.sum(0) for c in counts], 1).double() + smoothing
+    p = torch.as_tensor(np.asarray(res.pvalues))
+    return {
+        "p_values": p,
+        "selective": p < alpha,
+        "fraction": float((p < alpha).double().mean()),
+        "preferred": totals.argmax(1),
+        "ternary": totals / totals.sum(1, keepdim=True),
+    }
+
+
+def firing_statistics(model: BarrelCortexRSNN, spikes: np.ndarray | torch.Tensor) -> dict[str, Any]:
+    """Firing statistics of the cortex on ``spikes``: per-population rates, CVs and weighted degrees.
+
+    Returns
+    -------
+    dict
+        ``rates`` (per population, spikes/step), ``rate_E``, ``rate_I``, ``cv_binary``, ``isi_cv``
+        (mean over neurons with ≥ 3 spikes), ``in_degree`` / ``out_degree`` ``(n,)``: summed absolute
+        effective weights into / out of every neuron.
+    """
+    rec = _record(model, spikes)  # [N, T, n]
+    spec = model.cortex.spec
+    off = spec.offsets
+    per_neuron = rec.mean((0, 1))
+    rates = [float(per_neuron[off[i] : off[i + 1]].mean()) for i in range(len(spec.sizes))]
+    e = torch.tensor([k == "E" for k in spec.kinds]).repeat_interleave(torch.tensor(spec.sizes))
+    trains = rec.transpose(0, 1).reshape(rec.shape[1], -1)  # (T, trials·n): every trial-neuron a train
+    isi = isi_cv(trains)
+    with torch.no_grad():
+        w, _ = model.cortex.effective_weights()
+        w = w.abs().cpu()
+    return {
+        "rates": rates,
+        "rate_E": float(per_neuron[e].mean()),
+        "rate_I": float(per_neuron[~e].mean()),
+        "cv_binary": float(cv_binary(trains)),
+        "isi_cv": float("nan") if isi.mean is None else float(isi.mean),
+        "in_degree": w.sum(0),
+        "out_degree": w.sum(1),
+    }

@@ -1,0 +1,320 @@
+"""The constrained recurrent spiking network and the barrel-cortex model built on it.
+
+Per time step t (synchronous update; ``update="sequential"`` lets population i see the new spikes
+of populations j < i, as RSNN_bfd's loop over populations does)::
+
+    force[t] (93) ─ Linear(93,100) ┐
+                                   ├ cat ─ Linear(200,200) ─ ALIF thalamus (200) ─┐ u_in ⊙ M_in / scale
+    torque[t] (93) ─ Linear(93,100)┘                                             ▼
+    cortex: I_t = s_thal,t @ (W_in⊙M_in) / scale + s_{t-1} @ (sign ⊙ clamp(W,0,1) ⊙ M) / scale
+            s_t = ALIF(I_t)   (τ_m, τ_adp learnable per neuron)
+    readout: s_t[E populations] ─ Linear(n_E,128) ─ Linear(128,3) ─ softmax, summed over t ≥ 1, / T
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from typing import Any
+
+import torch
+from torch import nn
+
+from iclr25.neuro.spiking import Surrogate, alif_initial_state
+from iclr25.neuro.spiking.reference import alif_update
+
+from .populations import ConnectivitySpec
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["BarrelCortexRSNN", "ConstrainedSpikingNetwork", "check_spike_input"]
+
+_UPDATES = ("synchronous", "sequential")
+_READOUTS = ("official", "nll_mean_prob")
+_INITS = ("zeros", "official")
+OFFICIAL_STATE_SEED = 515  # RSNN_bfd seeds its random initial state with 515
+
+
+def _choice(name: str, value: Any, choices: tuple[str, ...]) -> None:
+    if value not in choices:
+        raise ValueError(f"{name} must be one of {choices}, got {value!r}")
+
+
+class ConstrainedSpikingNetwork(nn.Module):
+    """A recurrent ALIF network with fixed sparse masks, Dale's law and an input projection.
+
+    Parameters
+    ----------
+    spec:
+        `ConnectivitySpec` (populations, probabilities, scale, seed).
+    init_w:
+        Weights start ``U(0, init_w)`` (then masked); they are clamped to [0, 1] at every use.
+    init_b:
+        Base threshold ``b0`` of the ALIF neurons.
+    beta:
+        Threshold adaptation strength β.
+    tau_m, tau_adp:
+        Initial membrane / adaptation time constants (learnable per neuron).
+    update:
+        ``"synchronous"`` (every population sees the previous step's spikes) or ``"sequential"``
+        (population i sees the current step's spikes of populations j < i; RSNN_bfd).
+    init_state:
+        ``"zeros"`` or ``"official"`` (``v, s ~ U[0,1)`` from seed 515, ``b = b0``; RSNN_bfd).
+
+    Attributes
+    ----------
+    weight, weight_in:
+        ``(n, n)`` and ``(n_input, n)`` raw non-negative weights (row = pre).
+    mask, mask_in:
+        Bool buffers of the same shapes; ``sign``: ``(n,)`` ±1 per presynaptic neuron.
+    """
+
+    def __init__(
+        self,
+        spec: ConnectivitySpec,
+        init_w: float = 0.06,
+        init_b: float = 0.04,
+        beta: float = 1.8,
+        tau_m: float = 10.0,
+        tau_adp: float = 5.0,
+        update: str = "synchronous",
+        init_state: str = "zeros",
+    ) -> None:
+        super().__init__()
+        _choice("update", update, _UPDATES)
+        _choice("init_state", init_state, _INITS)
+        for name, v in (("init_w", init_w), ("tau_m", tau_m), ("tau_adp", tau_adp)):
+            if not isinstance(v, (int, float)) or not v > 0:
+                raise ValueError(f"{name} must be a float > 0, got {v!r}")
+        self.spec = spec
+        self.update, self.init_state = update, init_state
+        self.b0, self.beta = float(init_b), float(beta)
+        mask, mask_in = spec.masks()
+        gen = torch.Generator().manual_seed(spec.seed + 1)
+        n = spec.n
+        self.register_buffer("mask", mask)
+        self.register_buffer("mask_in", mask_in)
+        self.register_buffer("sign", spec.signs())
+        self.weight = nn.Parameter(torch.rand(n, n, generator=gen) * init_w * mask)
+        self.weight_in = nn.Parameter(torch.rand(spec.n_input, n, generator=gen) * init_w * mask_in)
+        self.tau_m = nn.Parameter(torch.full((n,), float(tau_m)))
+        self.tau_adp = nn.Parameter(torch.full((n,), float(tau_adp)))
+        self.surrogate = Surrogate.make("gaussian")
+
+    @property
+    def gain(self) -> float:
+        """Synaptic gain ``1 / scale`` that keeps expected input per neuron when populations shrink."""
+        return 1.0 / self.spec.scale
+
+    def effective_weights(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """Signed, masked, clamped weights ``(n, n)`` and input weights ``(n_input, n)``, gain included."""
+        w = self.weight.clamp(0.0, 1.0) * self.mask * self.sign[:, None] * self.gain
+        w_in = self.weight_in.clamp(0.0, 1.0) * self.mask_in * self.gain
+        return w, w_in
+
+    def initial_state(self, batch: int, device: torch.device, dtype: torch.dtype) -> tuple[torch.Tensor, ...]:
+        """``(v, s, b)`` each ``(batch, n)`` as chosen by ``init_state``."""
+        gen = torch.Generator().manual_seed(OFFICIAL_STATE_SEED)
+        st = alif_initial_state((batch, self.spec.n), init=self.init_state, b0=self.b0, generator=gen, dtype=dtype)
+        return tuple(t.to(device) for t in st)
+
+    def forward(self, inputs: torch.Tensor) -> torch.Tensor:
+        """Run the network.
+
+        Parameters
+        ----------
+        inputs:
+            ``(T, B, n_input)`` presynaptic input spikes.
+
+        Returns
+        -------
+        torch.Tensor
+            ``(T, B, n)`` 0/1 spikes.
+        """
+        t_steps, batch, _ = inputs.shape
+        w, w_in = self.effective_weights()
+        alpha = torch.exp(-1.0 / self.tau_m)
+        rho = torch.exp(-1.0 / self.tau_adp)
+        drive = (inputs.reshape(t_steps * batch, -1) @ w_in).reshape(t_steps, batch, -1)
+        v, s, b = self.initial_state(batch, inputs.device, inputs.dtype)
+        offsets = self.spec.offsets
+        out = []
+        for t in range(t_steps):
+            if self.update == "synchronous":
+                s, v, b = alif_update(drive[t] + s @ w, v, s, b, alpha, rho, self.b0, self.beta, 1.0, self.surrogate)
+            else:
+                new_s, new_v, new_b = [], [], []
+                for i in range(len(offsets) - 1):
+                    sl = slice(offsets[i], offsets[i + 1])
+                    mixed = torch.cat([*new_s, s[:, offsets[i] :]], dim=1)  # j < i: this step's spikes
+                    si, vi, bi = alif_update(
+                        drive[t, :, sl] + mixed @ w[:, sl], v[:, sl], s[:, sl], b[:, sl],
+                        alpha[sl], rho[sl], self.b0, self.beta, 1.0, self.surrogate,
+                    )  # fmt: skip
+                    new_s.append(si)
+                    new_v.append(vi)
+                    new_b.append(bi)
+                s, v, b = torch.cat(new_s, 1), torch.cat(new_v, 1), torch.cat(new_b, 1)
+            out.append(s)
+        return torch.stack(out) if out else inputs.new_zeros(0, batch, self.spec.n)
+
+
+def check_spike_input(spikes: Any, n_inputs: int, allow_rates: bool = False) -> torch.Tensor:
+    """Validate model input and return the ``[B, 2, T, n_inputs]`` view (official 5-D: sweep 0).
+
+    Raises
+    ------
+    TypeError, ValueError
+        Wrong type, rank, layout, non-binary values (unless ``allow_rates``) or NaN/Inf.
+    """
+    layout = f"[B, 2, T, {n_inputs}] or official [B, 2, sweeps, T, {n_inputs}]"
+    if not isinstance(spikes, torch.Tensor) or not spikes.is_floating_point():
+        raise TypeError(f"spikes must be a float tensor of layout {layout}, got {type(spikes).__name__}")
+    if spikes.ndim == 5:
+        if spikes.shape[2] < 1:
+            raise ValueError(f"spikes must have at least one sweep, layout {layout}, got {tuple(spikes.shape)}")
+        spikes = spikes[:, :, 0]
+    if spikes.ndim != 4 or spikes.shape[1] != 2 or spikes.shape[-1] != n_inputs:
+        raise ValueError(f"spikes must have layout {layout} (force, torque), got shape {tuple(spikes.shape)}")
+    if spikes.numel():
+        if not torch.isfinite(spikes).all():
+            raise ValueError("spikes contain NaN or Inf")
+        if allow_rates:
+            if spikes.min() < 0 or spikes.max() > 1:
+                raise ValueError("spike rates must lie in [0, 1] (allow_rates=True)")
+        elif not ((spikes == 0) | (spikes == 1)).all():
+            raise ValueError("spikes must be 0/1; pass allow_rates=True for rates in [0, 1]")
+    return spikes
+
+
+class BarrelCortexRSNN(nn.Module):
+    """The barrel-column RSNN of RSNN_bfd: whisker spikes → thalamus → 13 cortical populations → readout.
+
+    Parameters
+    ----------
+    n_whisker_inputs:
+        Input channels per modality (31 whiskers × 3 nodes = 93).
+    n_classes:
+        Number of object classes.
+    scale:
+        Population-size factor (> 0); synaptic weights are divided by it (see `ConnectivitySpec`).
+    init_w, init_b:
+        Weight init bound (``U(0, init_w)``) and ALIF base threshold ``b0`` (RSNN_bfd 0.06 / 0.04).
+    update, init_state:
+        See `ConstrainedSpikingNetwork` (defaults: synchronous, zeros; official: sequential, official).
+    readout:
+        ``"official"``: loss = cross-entropy on the time-averaged softmax used as logits (RSNN_bfd);
+        ``"nll_mean_prob"``: negative log of the averaged probability.
+    seed:
+        Seed of masks and initial weights.
+    backend:
+        ``"auto"`` or ``"reference"``; the step is plain torch (no fused kernel yet), kept for the API.
+
+    Attributes
+    ----------
+    cortex:
+        The `ConstrainedSpikingNetwork`; ``readout_index``: ``(n_E,)`` neurons read out (P0, P1, P4).
+    """
+
+    def __init__(
+        self,
+        n_whisker_inputs: int = 93,
+        n_classes: int = 3,
+        scale: float = 1.0,
+        init_w: float = 0.06,
+        init_b: float = 0.04,
+        update: str = "synchronous",
+        readout: str = "official",
+        init_state: str = "zeros",
+        seed: int = 0,
+        backend: str = "auto",
+    ) -> None:
+        super().__init__()
+        _choice("readout", readout, _READOUTS)
+        _choice("backend", backend, ("auto", "reference"))
+        for name, v in (("n_whisker_inputs", n_whisker_inputs), ("n_classes", n_classes)):
+            if not isinstance(v, int) or v < 1:
+                raise ValueError(f"{name} must be an int >= 1, got {v!r}")
+        spec = ConnectivitySpec.barrel(scale=scale, seed=seed)
+        self.n_inputs, self.n_classes, self.readout = n_whisker_inputs, n_classes, readout
+        torch.manual_seed(seed)  # the Linear layers' default init
+        self.fc_force = nn.Linear(n_whisker_inputs, 100)
+        self.fc_torque = nn.Linear(n_whisker_inputs, 100)
+        self.fc_thalamus = nn.Linear(200, 200)
+        self.tau_m_thal = nn.Parameter(torch.full((200,), 10.0))
+        self.tau_adp_thal = nn.Parameter(torch.full((200,), 5.0))
+        self.cortex = ConstrainedSpikingNetwork(spec, init_w, init_b, update=update, init_state=init_state)
+        e_pops = [i for i, k in enumerate(spec.kinds) if k == "E"]
+        off = spec.offsets
+        idx = torch.cat([torch.arange(off[i], off[i + 1]) for i in e_pops])
+        self.register_buffer("readout_index", idx)
+        self.fc_hidden = nn.Linear(len(idx), 128)
+        self.fc_out = nn.Linear(128, n_classes)
+
+    @property
+    def n_neurons(self) -> int:
+        """Cortical neuron count."""
+        return self.cortex.spec.n
+
+    def thalamus(self, spikes: torch.Tensor) -> torch.Tensor:
+        """Thalamic spikes ``(T, B, 200)`` from validated input ``(B, 2, T, n_inputs)``."""
+        x = spikes.transpose(0, 2)  # (T, 2, B, n)
+        cur = self.fc_thalamus(torch.cat([self.fc_force(x[:, 0]), self.fc_torque(x[:, 1])], dim=-1))
+        alpha, rho = torch.exp(-1.0 / self.tau_m_thal), torch.exp(-1.0 / self.tau_adp_thal)
+        gen = torch.Generator().manual_seed(OFFICIAL_STATE_SEED + 1)
+        st = alif_initial_state(cur.shape[1:], init=self.cortex.init_state, b0=self.cortex.b0, generator=gen)
+        v, s, b = (t.to(cur) for t in st)
+        out = []
+        for t in range(cur.shape[0]):
+            s, v, b = alif_update(
+                cur[t], v, s, b, alpha, rho, self.cortex.b0, self.cortex.beta, 1.0, self.cortex.surrogate
+            )
+            out.append(s)
+        return torch.stack(out)
+
+    def forward(
+        self, spikes: torch.Tensor, record: bool = False, allow_rates: bool = False
+    ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+        """Class scores for whisker spike trains.
+
+        Parameters
+        ----------
+        spikes:
+            ``[B, 2, T, 93]`` 0/1 (force, torque), or official ``[B, 2, sweeps, T, 93]`` (sweep 0 used).
+            Not modified.
+        record:
+            Also return the cortical spikes.
+        allow_rates:
+            Accept values in [0, 1] instead of 0/1.
+
+        Returns
+        -------
+        torch.Tensor or tuple
+            ``scores [B, n_classes]`` (softmax summed over t ≥ 1, divided by T) and, with ``record``,
+            ``spikes [B, T, n]``.
+        """
+        spikes = check_spike_input(spikes, self.n_inputs, allow_rates)
+        batch, _, t_steps, _ = spikes.shape
+        if batch == 0 or t_steps == 0:
+            scores = spikes.new_zeros(batch, self.n_classes)
+            return (scores, spikes.new_zeros(batch, t_steps, self.n_neurons)) if record else scores
+        ctx = self.cortex(self.thalamus(spikes))  # (T, B, n)
+        probs = torch.softmax(self.fc_out(self.fc_hidden(ctx[1:, :, self.readout_index])), dim=-1)
+        scores = probs.sum(0) / t_steps
+        return (scores, ctx.transpose(0, 1)) if record else scores
+
+    def loss(self, scores: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        """Training loss for ``scores [B, C]`` and ``labels [B]`` under the chosen ``readout``."""
+        if self.readout == "official":
+            return nn.functional.cross_entropy(scores, labels)
+        return nn.functional.nll_loss(torch.log(scores.clamp_min(1e-12)), labels)
+
+    def param_groups(self, lr: float = 0.008) -> list[dict[str, Any]]:
+        """Adam groups of RSNN_bfd: weights ``lr``, τ_adp ``5·lr``, τ_m ``2·lr``."""
+        if not isinstance(lr, (int, float)) or not lr > 0 or not math.isfinite(lr):
+            raise ValueError(f"lr must be a float > 0, got {lr!r}")
+        tau_m = [self.cortex.tau_m, self.tau_m_thal]
+        tau_adp = [self.cortex.tau_adp, self.tau_adp_thal]
+        special = {id(p) for p in tau_m + tau_adp}
+        rest = [p for p in self.parameters() if id(p) not in special]
+        return [{"params": rest, "lr": lr}, {"params": tau_adp, "lr": 5 * lr}, {"params": tau_m, "lr": 2 * lr}]

@@ -1,0 +1,94 @@
+"""Acceptance items 1 and 2: population table, probability tables, masks, Dale's law."""
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from iclr25.neuro.barrel_cortex import BARREL_CONNECTIVITY, BARREL_POPULATIONS, BarrelCortexRSNN, ConnectivitySpec
+
+REF = Path("/work/shared/papers/neuro/data/barrel_cortex")
+
+
+def test_population_table():
+    assert sum(p.size for p in BARREL_POPULATIONS) == 4218
+    assert {i for i, p in enumerate(BARREL_POPULATIONS) if p.kind == "E"} == {0, 1, 4}
+    assert sum(p.size for p in BARREL_POPULATIONS if p.kind == "E") == 3606
+
+
+@pytest.mark.skipif(not REF.exists(), reason="reference arrays from RSNN_bfd not present on this machine")
+def test_tables_equal_reference_arrays():
+    exc, inh = np.load(REF / "Exc_AlltoAll_prob.npy"), np.load(REF / "Inh_AlltoAll_prob.npy")
+    thal = np.load(REF / "Exc_ThtoAll_prob.npy")[0]
+    # the embedded values are rounded to 4 decimals: error <= 5e-5
+    np.testing.assert_allclose(BARREL_CONNECTIVITY["excitatory"], exc, atol=1e-4, rtol=0)
+    np.testing.assert_allclose(BARREL_CONNECTIVITY["inhibitory"], inh, atol=1e-4, rtol=0)
+    np.testing.assert_allclose(BARREL_CONNECTIVITY["thalamic"], thal, atol=1e-4, rtol=0)
+
+
+def test_e_and_i_tables_disjoint_and_match_kinds():
+    e, i = BARREL_CONNECTIVITY["excitatory"], BARREL_CONNECTIVITY["inhibitory"]
+    assert not ((e > 0) & (i > 0)).any()
+    kinds = np.array([p.kind for p in BARREL_POPULATIONS])
+    assert ((e > 0).any(1) <= (kinds == "E")).all() and ((i > 0).any(1) <= (kinds == "I")).all()
+
+
+def test_expected_and_realized_synapses():
+    spec = ConnectivitySpec.barrel(scale=1.0, seed=0)
+    assert spec.expected_synapses() == pytest.approx(1.2435e6, rel=5e-3)
+    rec, inp = spec.masks()
+    assert rec.shape == (4218, 4218) and inp.shape == (200, 4218)
+    count = int(rec.sum())
+    assert abs(count - spec.expected_synapses()) <= 4 * np.sqrt(spec.synapse_variance())
+    # thalamic: 200 * sum_i p_i n_i ≈ 26.6 k, binomial
+    p_in = spec.p_input[spec.population_index()]
+    mu, sd = 200 * p_in.sum(), np.sqrt(200 * (p_in * (1 - p_in)).sum())
+    assert abs(int(inp.sum()) - mu) <= 4 * sd
+
+
+def test_masks_seeded_and_scale_preserves_probabilities():
+    a, b, c = (ConnectivitySpec.barrel(scale=0.25, seed=s).masks()[0] for s in (3, 3, 4))
+    assert torch.equal(a, b) and not torch.equal(a, c)
+    spec = ConnectivitySpec.barrel(scale=0.25, seed=3)
+    idx, off = spec.population_index(), spec.offsets
+    for pre, post in [(0, 0), (1, 3), (4, 4), (5, 4), (2, 0)]:
+        block = a[off[pre] : off[pre + 1], off[post] : off[post + 1]]
+        p, n = spec.p_recurrent[pre, post], block.numel()
+        assert abs(float(block.double().mean()) - p) <= 3 * np.sqrt(p * (1 - p) / n) + 1e-12, (pre, post)
+    assert len(idx) == spec.n == 1055
+
+
+def test_dale_and_masks_after_20_steps():
+    torch.manual_seed(0)
+    model = BarrelCortexRSNN(scale=0.05, seed=1)
+    opt = torch.optim.Adam(model.param_groups(0.05))
+    x = (torch.rand(3, 2, 4, 93) < 0.3).float()
+    y = torch.tensor([0, 1, 2])
+    for _ in range(20):
+        w, w_in = model.cortex.effective_weights()
+        # random directions on every weight, so the optimizer pushes some across the clamp and mask
+        loss = model.loss(model(x), y) + (w * torch.randn_like(w)).sum() + (w_in * torch.randn_like(w_in)).sum()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    w, w_in = model.cortex.effective_weights()
+    mask, sign = model.cortex.mask, model.cortex.sign
+    assert torch.all(model.cortex.weight[~mask] == 0) and torch.all(w[~mask] == 0)
+    assert torch.all(w * sign[:, None] >= 0)  # every synapse carries its presynaptic population's sign
+    assert torch.all(w_in >= 0) and torch.all(w_in[~model.cortex.mask_in] == 0)
+    assert (w[mask] != 0).any()
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"p_recurrent": np.full((2, 2), 1.5)}, r"\[0, 1\]"),
+        ({"p_recurrent": np.zeros((3, 2))}, "shape"),
+        ({"p_recurrent": (np.ones((2, 2)) * 0.1, np.ones((2, 2)) * 0.1)}, "mixed E/I"),
+        ({"p_recurrent": np.zeros((2, 2)), "scale": 0.0}, "scale"),
+    ],
+)
+def test_bad_specs(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        ConnectivitySpec([3, 2], ["E", "I"], **kwargs)
