@@ -1,0 +1,402 @@
+"""Attach AuxT to a CompressAI image codec.
+
+:class:`AuxTransform` wraps an analysis (or synthesis) ``nn.Sequential`` and adds the chain of
+shortcuts at its resolution-changing layers (taps)::
+
+    a = x; h = x
+    for i, layer in enumerate(g_a):
+        h = layer(h)
+        if i is the k-th tap: a = WLS_k(a); h = h + a
+    y = h
+
+:class:`AuxTModel` swaps the base model's ``g_a``/``g_s`` for wrapped ones, so the base model's
+own ``forward``/``compress``/``decompress`` (and its entropy coder and bitstream) run unchanged.
+The taps are found by a dry run (layers that halve / double the spatial size) or given.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import struct
+import zlib
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .shortcuts import WLS, InverseWLS
+
+__all__ = [
+    "AuxTModel",
+    "AuxTransform",
+    "attach_auxt",
+    "check_images",
+    "find_taps",
+    "rd_loss_with_ortho",
+]
+
+log = logging.getLogger(__name__)
+
+_MAGIC = b"AXT1"
+# magic, payload length, CRC-32 of the payload, original height, original width
+_HEADER = struct.Struct(">4sIIII")
+
+
+class AuxTransform(nn.Module):
+    """A transform with linear shortcuts added after its tap layers.
+
+    Parameters
+    ----------
+    transform:
+        The nonlinear transform, an ``nn.Sequential`` (``g_a`` or ``g_s``).
+    taps:
+        Increasing indices of the layers after whose output the k-th shortcut is added.
+    shortcuts:
+        One module per tap (:class:`WLS` for analysis, :class:`InverseWLS` for synthesis); the
+        k-th takes the (k-1)-th shortcut's output (the input for k = 0).
+    """
+
+    def __init__(self, transform: nn.Sequential, taps: Sequence[int], shortcuts: Sequence[nn.Module]) -> None:
+        super().__init__()
+        if not isinstance(transform, nn.Sequential):
+            raise TypeError(f"transform must be an nn.Sequential, got {type(transform).__name__}")
+        taps = [int(t) for t in taps]
+        if len(taps) != len(shortcuts):
+            raise ValueError(f"need one shortcut per tap, got {len(taps)} taps and {len(shortcuts)} shortcuts")
+        if sorted(set(taps)) != taps or (taps and not 0 <= taps[0] <= taps[-1] < len(transform)):
+            raise ValueError(f"taps must be increasing layer indices in [0, {len(transform)}), got {taps}")
+        self.transform = transform
+        self.taps = taps
+        self.shortcuts = nn.ModuleList(shortcuts)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Run the transform with the shortcut chain added at the taps."""
+        a, h, k = x, x, 0
+        for i, layer in enumerate(self.transform):
+            h = layer(h)
+            if k < len(self.taps) and i == self.taps[k]:
+                a = self.shortcuts[k](a)
+                h = h + a
+                k += 1
+        return h
+
+
+def find_taps(transform: nn.Sequential, x: torch.Tensor, kind: str = "down") -> list[tuple[int, int, int]]:
+    """Dry-run ``transform`` on ``x`` and list its resolution-changing top-level layers.
+
+    Parameters
+    ----------
+    transform:
+        An ``nn.Sequential``.
+    x:
+        ``(1, C, H, W)`` probe input.
+    kind:
+        ``"down"`` for layers that halve H and W, ``"up"`` for layers that double them.
+
+    Returns
+    -------
+    list of (index, in_channels, out_channels)
+    """
+    if kind not in ("down", "up"):
+        raise ValueError(f"kind must be 'down' or 'up', got {kind!r}")
+    if not isinstance(transform, nn.Sequential):
+        raise TypeError(f"transform must be an nn.Sequential, got {type(transform).__name__}")
+    found = []
+    h = x
+    with torch.no_grad():
+        for i, layer in enumerate(transform):
+            out = layer(h)
+            (hi, wi), (ho, wo) = h.shape[-2:], out.shape[-2:]
+            if (kind == "down" and (ho, wo) == (hi // 2, wi // 2)) or (kind == "up" and (ho, wo) == (2 * hi, 2 * wi)):
+                found.append((i, h.shape[1], out.shape[1]))
+            h = out
+    return found
+
+
+def check_images(x: Any, multiple: int = 1, pad: bool = False, name: str = "x") -> None:
+    """Validate a batch of RGB images for a codec.
+
+    Raises
+    ------
+    TypeError
+        ``x`` is not a floating-point tensor.
+    ValueError
+        Wrong rank, channels ≠ 3, NaN/inf, values outside [0, 1], or H, W not multiples of
+        ``multiple`` (unless ``pad``).
+    """
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor of images, got {type(x).__name__}")
+    if not x.is_floating_point():
+        raise ValueError(f"{name} must be a float tensor with values in [0, 1], got dtype {x.dtype}")
+    if x.dim() != 4 or x.shape[1] != 3:
+        raise ValueError(f"{name} must be (B, 3, H, W) RGB images, got shape {tuple(x.shape)}")
+    if not torch.isfinite(x).all():
+        raise ValueError(f"{name} contains NaN or inf")
+    lo, hi = float(x.min()), float(x.max())
+    if lo < 0.0 or hi > 1.0:
+        raise ValueError(f"{name} must have values in [0, 1], got range [{lo:.4g}, {hi:.4g}]")
+    h, w = x.shape[-2:]
+    if not pad and (h % multiple or w % multiple):
+        raise ValueError(
+            f"{name} height and width must be multiples of {multiple} for this model, got {h}x{w} (or pass pad=True)"
+        )
+
+
+def _pad(x: torch.Tensor, multiple: int) -> torch.Tensor:
+    h, w = x.shape[-2:]
+    ph, pw = (-h) % multiple, (-w) % multiple
+    # Zero padding on the bottom/right, cropped after decoding, as CompressAI's eval scripts do.
+    return F.pad(x, (0, pw, 0, ph)) if ph or pw else x
+
+
+class AuxTModel(nn.Module):
+    """A CompressAI image codec with AuxT shortcuts beside its analysis and synthesis transforms.
+
+    The base model is modified in place: its ``g_a`` and ``g_s`` become :class:`AuxTransform`
+    wrappers; hyper-transforms, entropy models and the bitstream format are untouched.
+
+    Parameters
+    ----------
+    base:
+        A ``compressai.models.CompressionModel`` (or any module with ``nn.Sequential`` ``g_a``,
+        ``g_s``) taking ``(B, 3, H, W)`` images.
+    enc_taps, dec_taps:
+        Layer indices of ``g_a`` / ``g_s`` after which the shortcuts are added. Default: found by a
+        dry run (the 4 layers that halve, resp. double, the resolution).
+    channels:
+        Encoder channel chain ``(3, c1, c2, c3, c4)``; default read from the dry run. The decoder
+        uses the dry run of ``g_s``.
+    w_orth:
+        Weight of the orthogonality penalty in the training loss (paper: 0.1).
+    folded:
+        Train each shortcut as one stride-2 (transposed) convolution.
+    probe_size:
+        Side of the square probe image used by the dry run.
+
+    Attributes
+    ----------
+    multiple: int
+        H and W must be multiples of this (``2^K`` times the hyperprior's extra downsampling).
+    """
+
+    def __init__(
+        self,
+        base: nn.Module,
+        enc_taps: Sequence[int] | None = None,
+        dec_taps: Sequence[int] | None = None,
+        channels: Sequence[int] | None = None,
+        w_orth: float = 0.1,
+        folded: bool = False,
+        probe_size: int = 128,
+    ) -> None:
+        super().__init__()
+        for attr in ("g_a", "g_s"):
+            mod = getattr(base, attr, None)
+            if not isinstance(mod, nn.Sequential):
+                got = type(mod).__name__ if mod is not None else "nothing"
+                raise TypeError(f"base.{attr} must be an nn.Sequential, got {got}")
+        if isinstance(base.g_a, AuxTransform) or isinstance(base.g_s, AuxTransform):
+            raise ValueError("base already has AuxT attached")
+        if not (isinstance(w_orth, (int, float)) and w_orth >= 0):
+            raise ValueError(f"w_orth must be a non-negative float, got {w_orth!r}")
+        self.w_orth = float(w_orth)
+        param = next(base.parameters())
+        probe = torch.zeros(1, 3, probe_size, probe_size, device=param.device, dtype=param.dtype)
+        was_training = base.training
+        base.eval()
+        down = find_taps(base.g_a, probe, "down")
+        with torch.no_grad():
+            y = base.g_a(probe)
+        up = find_taps(base.g_s, y, "up")
+        extra = 1
+        if isinstance(getattr(base, "h_a", None), nn.Module):
+            with torch.no_grad():
+                z = base.h_a(y)
+            extra = y.shape[-1] // z.shape[-1]
+        base.train(was_training)
+
+        enc_idx = self._pick("g_a", enc_taps, down, len(base.g_a))
+        dec_idx = self._pick("g_s", dec_taps, up, len(base.g_s))
+        if channels is None:
+            by_idx = {i: (ci, co) for i, ci, co in down}
+            if any(i not in by_idx for i in enc_idx):
+                raise ValueError(f"channels must be given when the enc_taps {enc_idx} are not all downsampling layers")
+            channels = [3] + [by_idx[i][1] for i in enc_idx]
+        channels = [int(c) for c in channels]
+        if len(channels) != len(enc_idx) + 1:
+            raise ValueError(f"channels must have {len(enc_idx) + 1} entries (input + one per tap), got {channels}")
+        by_idx_up = {i: (ci, co) for i, ci, co in up}
+        if any(i not in by_idx_up for i in dec_idx):
+            dec_channels = [channels[-1], *reversed(channels[:-1])]
+        else:
+            dec_channels = [y.shape[1], *(by_idx_up[i][1] for i in dec_idx)]
+        self.base = base
+        self.enc_channels, self.dec_channels = channels, dec_channels
+        base.g_a = AuxTransform(
+            base.g_a, enc_idx, [WLS(channels[k], channels[k + 1], folded=folded) for k in range(len(enc_idx))]
+        ).to(device=param.device, dtype=param.dtype)
+        base.g_s = AuxTransform(
+            base.g_s,
+            dec_idx,
+            [InverseWLS(dec_channels[k], dec_channels[k + 1], folded=folded) for k in range(len(dec_idx))],
+        ).to(device=param.device, dtype=param.dtype)
+        self.multiple = (2 ** len(enc_idx)) * extra
+        log.info("AuxT taps g_a=%s g_s=%s channels=%s / %s", enc_idx, dec_idx, channels, dec_channels)
+
+    @staticmethod
+    def _pick(name: str, taps: Sequence[int] | None, found: list, n_layers: int) -> list[int]:
+        if taps is not None:
+            return [int(t) for t in taps]
+        if len(found) != 4:
+            listed = ", ".join(f"layer {i}: {ci}->{co} ch" for i, ci, co in found) or "none"
+            kind = "downsampling" if name == "g_a" else "upsampling"
+            raise ValueError(
+                f"{name} must have exactly 4 {kind} layers for automatic taps, found {len(found)} "
+                f"({listed}) among {n_layers} layers; pass {'enc' if name == 'g_a' else 'dec'}_taps explicitly"
+            )
+        return [i for i, _, _ in found]
+
+    @property
+    def shortcuts(self) -> list[nn.Module]:
+        """All WLS and InverseWLS modules, encoder first."""
+        return [*self.base.g_a.shortcuts, *self.base.g_s.shortcuts]
+
+    def forward(self, x: torch.Tensor, pad: bool = False) -> dict[str, Any]:
+        """The base model's forward pass: ``{"x_hat", "likelihoods", ...}``.
+
+        ``x``: ``(B, 3, H, W)`` float in [0, 1]; ``x_hat`` is not clamped (training).
+        """
+        check_images(x, self.multiple, pad)
+        h, w = x.shape[-2:]
+        out = self.base(_pad(x, self.multiple) if pad else x)
+        if pad:
+            out["x_hat"] = out["x_hat"][..., :h, :w]
+        return out
+
+    def ortho_loss(self) -> torch.Tensor:
+        """``Σ`` of the orthogonality penalties of all shortcut projections (unweighted)."""
+        return torch.stack([m.ortho_loss() for m in self.shortcuts]).sum()
+
+    def aux_loss(self) -> torch.Tensor:
+        """The base model's quantile (auxiliary) loss."""
+        return self.base.aux_loss()
+
+    def update(self, scale_table: Any = None, force: bool = False) -> bool:
+        """Build the entropy coder's CDF tables (see CompressAI's ``update``)."""
+        if scale_table is None:
+            return self.base.update(force=force)
+        return self.base.update(scale_table=scale_table, force=force)
+
+    @torch.no_grad()
+    def compress(self, x: torch.Tensor, pad: bool = False) -> dict[str, Any]:
+        """Encode images to byte strings with the base model's entropy coder.
+
+        Each byte string gets a 20-byte header (magic, length, CRC-32, original H and W) so that
+        :meth:`decompress` rejects truncated or corrupted input instead of decoding garbage.
+
+        Returns
+        -------
+        dict
+            ``{"strings": list (one per latent) of lists (one per image) of bytes, "shape": ...}``.
+        """
+        check_images(x, self.multiple, pad)
+        h, w = x.shape[-2:]
+        enc = self.base.compress(_pad(x, self.multiple) if pad else x)
+        strings = [[_frame(s, h, w) for s in group] for group in enc["strings"]]
+        return {**enc, "strings": strings}
+
+    @torch.no_grad()
+    def decompress(self, strings: Sequence[Sequence[bytes]], shape: Any) -> dict[str, Any]:
+        """Decode byte strings from :meth:`compress`; ``x_hat`` is clamped to [0, 1].
+
+        Raises
+        ------
+        ValueError
+            A byte string is truncated, corrupted or not produced by :meth:`compress`.
+        """
+        if not isinstance(strings, (list, tuple)) or not all(isinstance(g, (list, tuple)) for g in strings):
+            raise TypeError("strings must be a list (per latent) of lists (per image) of bytes")
+        payload, sizes = [], set()
+        for gi, group in enumerate(strings):
+            row = []
+            for bi, s in enumerate(group):
+                data, hw = _unframe(s, f"strings[{gi}][{bi}]")
+                row.append(data)
+                sizes.add(hw)
+            payload.append(row)
+        if len(sizes) != 1:
+            raise ValueError(f"strings disagree on the image size: {sorted(sizes)}")
+        (h, w) = sizes.pop()
+        out = self.base.decompress(payload, shape)
+        out["x_hat"] = out["x_hat"].clamp(0, 1)[..., :h, :w]
+        return out
+
+
+def _frame(data: bytes, h: int, w: int) -> bytes:
+    return _HEADER.pack(_MAGIC, len(data), zlib.crc32(data), h, w) + data
+
+
+def _unframe(s: Any, name: str) -> tuple[bytes, tuple[int, int]]:
+    if not isinstance(s, (bytes, bytearray)):
+        raise TypeError(f"{name} must be bytes, got {type(s).__name__}")
+    if len(s) < _HEADER.size:
+        raise ValueError(f"{name} is truncated: {len(s)} bytes, shorter than the {_HEADER.size}-byte header")
+    magic, n, crc, h, w = _HEADER.unpack_from(s)
+    if magic != _MAGIC:
+        raise ValueError(f"{name} is not an AuxT bitstream (magic {magic!r}, expected {_MAGIC!r})")
+    data = bytes(s[_HEADER.size :])
+    if len(data) != n:
+        raise ValueError(f"{name} is truncated or padded: header says {n} payload bytes, got {len(data)}")
+    if zlib.crc32(data) != crc:
+        raise ValueError(f"{name} is corrupted: CRC-32 mismatch")
+    return data, (h, w)
+
+
+def attach_auxt(model: nn.Module, **kw: Any) -> AuxTModel:
+    """Add AuxT to a CompressAI image model (in place) and return the wrapper.
+
+    Parameters
+    ----------
+    model:
+        e.g. ``compressai.models.MeanScaleHyperprior(128, 192)``.
+    **kw:
+        Passed to :class:`AuxTModel` (``enc_taps``, ``dec_taps``, ``channels``, ``w_orth``, ``folded``).
+    """
+    return AuxTModel(model, **kw)
+
+
+def rd_loss_with_ortho(
+    out: dict[str, Any], x: torch.Tensor, lmbda: float, model: nn.Module | None = None, w_orth: float | None = None
+) -> dict[str, torch.Tensor]:
+    """The AuxT training objective ``λ·255²·MSE + bpp + w_orth·Σ L_orth``.
+
+    Parameters
+    ----------
+    out:
+        The codec's forward output (``"x_hat"``, ``"likelihoods"``).
+    x:
+        ``(B, 3, H, W)`` the input images.
+    lmbda:
+        λ (MSE weight; the paper uses 0.0018 ... 0.0483).
+    model:
+        An :class:`AuxTModel` for the ortho term; ``None`` (plain codec) adds nothing.
+    w_orth:
+        Overrides ``model.w_orth``.
+
+    Returns
+    -------
+    dict
+        ``{"loss", "mse", "bpp", "ortho"}`` scalars.
+    """
+    if x.dim() != 4:
+        raise ValueError(f"x must be (B, C, H, W), got shape {tuple(x.shape)}")
+    b, _, h, w = x.shape
+    bpp = sum(torch.log(lk).sum() for lk in out["likelihoods"].values()) / (-math.log(2) * b * h * w)
+    mse = F.mse_loss(out["x_hat"], x)
+    ortho = model.ortho_loss() if isinstance(model, AuxTModel) else torch.zeros((), device=x.device)
+    weight = (model.w_orth if isinstance(model, AuxTModel) else 0.0) if w_orth is None else w_orth
+    loss = lmbda * 255**2 * mse + bpp + weight * ortho
+    return {"loss": loss, "mse": mse, "bpp": bpp, "ortho": ortho}

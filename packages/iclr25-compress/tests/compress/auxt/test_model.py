@@ -1,0 +1,168 @@
+"""attach_auxt on CompressAI models: taps, shapes, zeroed shortcuts, real bitstreams, bad input."""
+
+import copy
+import warnings
+
+import pytest
+import torch
+from torch import nn
+
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore")
+    import compressai.models as cm
+
+from iclr25.compress.auxt import AuxTModel, attach_auxt, rd_loss_with_ortho
+from iclr25.compress.metrics import rd_point
+
+MODELS = [
+    (cm.FactorizedPrior, (16, 24)),
+    (cm.ScaleHyperprior, (16, 24)),
+    (cm.MeanScaleHyperprior, (16, 24)),
+    (cm.JointAutoregressiveHierarchicalPriors, (16, 24)),
+    (cm.Cheng2020Anchor, (16,)),
+]
+
+
+@pytest.mark.parametrize("cls,args", MODELS, ids=[c.__name__ for c, _ in MODELS])
+def test_taps_shapes_and_zeroed_shortcuts_reproduce_base(cls, args):
+    torch.manual_seed(0)
+    base = cls(*args).eval()
+    ref = copy.deepcopy(base)
+    net = attach_auxt(base).eval()
+    assert len(net.base.g_a.taps) == 4 and len(net.base.g_s.taps) == 4
+    assert net.enc_channels[0] == 3 and net.dec_channels[-1] == 3
+    x = torch.rand(1, 3, 64, 64, generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        for m in net.shortcuts:
+            m.olp.weight.zero_()
+            m.olp.bias.zero_()
+        out, expect = net(x), ref(x)
+    assert out["x_hat"].shape == expect["x_hat"].shape == x.shape
+    assert torch.equal(out["x_hat"], expect["x_hat"])
+    for k in expect["likelihoods"]:
+        assert torch.equal(out["likelihoods"][k], expect["likelihoods"][k])
+
+
+def test_shortcuts_change_output_when_not_zero():
+    torch.manual_seed(0)
+    base = cm.FactorizedPrior(16, 24).eval()
+    ref = copy.deepcopy(base)
+    net = attach_auxt(base).eval()
+    x = torch.rand(1, 3, 32, 32)
+    with torch.no_grad():
+        assert not torch.equal(net(x)["x_hat"], ref(x)["x_hat"])
+
+
+def test_taps_placed_after_downsampling_layers():
+    net = attach_auxt(cm.FactorizedPrior(16, 24))
+    g_a = net.base.g_a.transform
+    assert all(g_a[i].stride == (2, 2) for i in net.base.g_a.taps)  # the strided convs, before GDN
+
+
+def test_ortho_loss_and_rd_loss():
+    torch.manual_seed(0)
+    net = attach_auxt(cm.FactorizedPrior(16, 24), w_orth=0.1)
+    expect = sum(float(m.ortho_loss().detach()) for m in net.shortcuts)
+    assert float(net.ortho_loss().detach()) == pytest.approx(expect, rel=1e-6)
+    x = torch.rand(2, 3, 32, 32)
+    out = net(x)
+    terms = rd_loss_with_ortho(out, x, 0.013, net)
+    total = 0.013 * 255**2 * terms["mse"] + terms["bpp"] + 0.1 * terms["ortho"]
+    assert float(terms["loss"]) == pytest.approx(float(total), rel=1e-6)
+    terms["loss"].backward()
+    assert all(m.olp.weight.grad is not None for m in net.shortcuts)
+
+
+@pytest.fixture(scope="module")
+def coded():
+    torch.manual_seed(0)
+    net = attach_auxt(cm.FactorizedPrior(64, 96)).eval()
+    net.update(force=True)
+    x = torch.rand(1, 3, 64, 64, generator=torch.Generator().manual_seed(3))
+    return net, x, net.compress(x)
+
+
+def test_real_bitstream_round_trip(coded):
+    net, x, enc = coded
+    dec = net.decompress(enc["strings"], enc["shape"])
+    with torch.no_grad():
+        y = net.base.g_a(x)
+        y_hat = net.base.entropy_bottleneck.quantize(y, "dequantize", net.base.entropy_bottleneck._get_medians())
+        y_dec = net.base.entropy_bottleneck.decompress(
+            [s[20:] for s in enc["strings"][0]], enc["shape"]
+        )  # the payload behind the 20-byte header
+        assert torch.equal(y_dec, y_hat)
+        x_ref = net.base.g_s(y_hat).clamp(0, 1)
+    torch.testing.assert_close(dec["x_hat"], x_ref, atol=1e-6, rtol=0)
+
+
+def test_real_bpp_close_to_likelihood_estimate(coded):
+    net, x, _ = coded
+    pt = rd_point(net, x)
+    h, w = x.shape[-2:]
+    slack = 0.03 * pt["bpp_estimate"] + 8 * 64 / (h * w)
+    assert abs(pt["bpp"] - pt["bpp_estimate"]) <= slack, pt
+    assert pt["psnr"] > 0
+
+
+def test_truncated_or_corrupted_bitstream_raises(coded):
+    net, _, enc = coded
+    s = enc["strings"][0][0]
+    with pytest.raises(ValueError, match="truncated"):
+        net.decompress([[s[:-3]]], enc["shape"])
+    with pytest.raises(ValueError, match="truncated"):
+        net.decompress([[s[:10]]], enc["shape"])
+    bad = bytearray(s)
+    bad[-1] ^= 0xFF
+    with pytest.raises(ValueError, match="CRC"):
+        net.decompress([[bytes(bad)]], enc["shape"])
+    with pytest.raises(ValueError, match="magic"):
+        net.decompress([[b"XXXX" + s[4:]]], enc["shape"])
+
+
+def test_pad_round_trip(coded):
+    net, _, _ = coded
+    x = torch.rand(1, 3, 40, 50)
+    with pytest.raises(ValueError, match="multiples of 16"):
+        net.compress(x)
+    enc = net.compress(x, pad=True)
+    assert net.decompress(enc["strings"], enc["shape"])["x_hat"].shape == x.shape
+    assert net(x, pad=True)["x_hat"].shape == x.shape
+
+
+@pytest.mark.parametrize(
+    "x,match",
+    [
+        (torch.rand(1, 3, 32, 32) * 2, r"\[0, 1\]"),
+        (torch.randint(0, 255, (1, 3, 32, 32)), "float"),
+        (torch.rand(1, 1, 32, 32), "RGB"),
+        (torch.full((1, 3, 32, 32), float("nan")), "NaN"),
+    ],
+)
+def test_bad_images_raise_before_encoding(coded, x, match):
+    net, _, _ = coded
+    with pytest.raises(ValueError, match=match):
+        net.compress(x)
+    with pytest.raises(ValueError, match=match):
+        net(x)
+
+
+class _TwoDown(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.g_a = nn.Sequential(nn.Conv2d(3, 4, 3, 2, 1), nn.ReLU(), nn.Conv2d(4, 4, 3, 2, 1))
+        self.g_s = nn.Sequential(nn.ConvTranspose2d(4, 4, 2, 2), nn.ReLU(), nn.ConvTranspose2d(4, 3, 2, 2))
+
+
+def test_model_without_four_downsamplings_raises_listing_found():
+    with pytest.raises(ValueError, match=r"found 2 \(layer 0: 3->4 ch, layer 2: 4->4 ch\)"):
+        attach_auxt(_TwoDown())
+
+
+def test_explicit_taps_work_on_other_depths():
+    net = AuxTModel(_TwoDown(), enc_taps=[0, 2], dec_taps=[0, 2])
+    assert net.enc_channels == [3, 4, 4] and net.dec_channels == [4, 4, 3]
+    assert net.multiple == 4
+    y = net.base.g_a(torch.rand(1, 3, 16, 16))
+    assert y.shape == (1, 4, 4, 4)
+    assert net.base.g_s(y).shape == (1, 3, 16, 16)
