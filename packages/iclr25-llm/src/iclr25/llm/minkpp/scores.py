@@ -1,0 +1,361 @@
+"""Membership scores from one forward pass: Loss, Zlib, Min-K% and Min-K%++.
+
+All scores follow "higher = more likely a member". Positions 2…n are scored (the first token has
+no prediction), so a sequence of ``n`` tokens has ``n − 1`` token scores and Min-K% / Min-K%++
+average the ``⌊k·(n−1)⌋`` smallest of them (at least one), as in the official script.
+"""
+
+from __future__ import annotations
+
+import math
+import zlib
+from collections.abc import Sequence
+
+import torch
+from torch import nn
+
+from iclr25.core.triton import Backend, BackendOp
+
+from .reference import token_stats_reference
+
+__all__ = [
+    "SIGMA_FLOOR",
+    "TOKEN_STATS",
+    "loss_scores",
+    "min_k_mean",
+    "mink_pp_scores",
+    "mink_scores",
+    "model_token_stats",
+    "score_all",
+    "token_stats",
+    "zlib_scores",
+]
+
+# The official code divides by sqrt(σ²) with no floor; a degenerate (one-hot) next-token
+# distribution then gives 0/0. We floor σ at 1e-6 so scores stay finite (documented deviation).
+SIGMA_FLOOR = 1e-6
+
+
+def _triton_fn(logits, targets):
+    from .kernels import token_stats_triton
+
+    return token_stats_triton(logits, targets)
+
+
+def _triton_limits(logits, targets) -> list[str]:
+    reasons = []
+    if logits.requires_grad and torch.is_grad_enabled():
+        reasons.append("the fused kernel is forward-only; logits require grad")
+    if logits.dtype not in (torch.float32, torch.float16, torch.bfloat16):
+        reasons.append(f"the fused kernel takes fp32/fp16/bf16 logits, got {logits.dtype}")
+    return reasons
+
+
+TOKEN_STATS = BackendOp(
+    "minkpp_token_stats",
+    [
+        Backend("triton", _triton_fn, supports=_triton_limits, uses_triton=True),
+        Backend("reference", token_stats_reference),
+    ],
+)
+
+
+def token_stats(
+    logits: torch.Tensor, targets: torch.Tensor, *, backend: str = "auto"
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Per-token ``ell = log p(x_t)``, ``mu_t = Σ p log p`` and ``sigma_t`` (floored at 1e-6).
+
+    Parameters
+    ----------
+    logits : (..., V) float tensor
+        Next-token logits, already aligned with ``targets`` (``logits[..., i, :]`` predicts
+        ``targets[..., i]``). Accumulated in float32 whatever the dtype.
+    targets : (...) integer tensor
+        Observed tokens in ``[0, V)``; same leading shape as ``logits``.
+    backend : {"auto", "reference", "triton"}
+        ``auto`` uses the fused Triton kernel on CUDA, else plain torch.
+
+    Returns
+    -------
+    ell, mu, sigma : (...) float32 tensors
+        The Min-K%++ token score is ``(ell − mu) / sigma``.
+
+    Raises
+    ------
+    FloatingPointError
+        When ``logits`` holds NaN or +inf.
+    """
+    if not isinstance(logits, torch.Tensor) or not logits.is_floating_point() or logits.dim() < 1:
+        got = f"{logits.dtype} {tuple(logits.shape)}" if isinstance(logits, torch.Tensor) else type(logits).__name__
+        raise TypeError(f"logits must be a floating (..., V) tensor; got {got}")
+    if not isinstance(targets, torch.Tensor) or targets.is_floating_point() or targets.dtype == torch.bool:
+        got = targets.dtype if isinstance(targets, torch.Tensor) else type(targets).__name__
+        raise TypeError(f"targets must be an integer tensor; got {got}")
+    if tuple(targets.shape) != tuple(logits.shape[:-1]):
+        raise ValueError(
+            f"targets must have shape logits.shape[:-1] = {tuple(logits.shape[:-1])}; got {tuple(targets.shape)}"
+        )
+    V = logits.shape[-1]
+    if targets.numel() and (int(targets.min()) < 0 or int(targets.max()) >= V):
+        raise ValueError(f"targets must lie in [0, {V}); got range [{int(targets.min())}, {int(targets.max())}]")
+    if bool(torch.isnan(logits).any()) or bool(torch.isposinf(logits).any()):
+        raise FloatingPointError("logits contain NaN or +inf; cannot score")
+    ell, mu, var = TOKEN_STATS(logits.detach(), targets, backend=backend)
+    return ell, mu, var.clamp_min(0).sqrt().clamp_min(SIGMA_FLOOR)
+
+
+def _check_k(k) -> float:
+    if isinstance(k, bool) or not isinstance(k, (int, float)) or not 0.0 < float(k) <= 1.0:
+        raise ValueError(f"k must be a fraction in (0, 1]; got {k!r}")
+    return float(k)
+
+
+def min_k_mean(values: torch.Tensor, valid: torch.Tensor | None, k: float) -> torch.Tensor:
+    """Mean of the ``max(1, ⌊k·n_i⌋)`` smallest valid entries of each row.
+
+    Parameters
+    ----------
+    values : (batch, T) float tensor
+    valid : (batch, T) bool tensor or None (all valid); every row needs at least one valid entry
+    k : float in (0, 1]
+
+    Returns
+    -------
+    (batch,) float tensor
+    """
+    k = _check_k(k)
+    if valid is None:
+        valid = torch.ones_like(values, dtype=torch.bool)
+    n = valid.sum(-1)
+    if bool((n < 1).any()):
+        raise ValueError("every row needs at least one valid position")
+    # Python int(k * n) as in the official script, not a float-tolerant rounding.
+    counts = torch.tensor([max(1, math.floor(k * int(c))) for c in n.tolist()], device=values.device)
+    ordered = values.masked_fill(~valid, float("inf")).sort(-1).values
+    keep = torch.arange(values.shape[-1], device=values.device) < counts[:, None]
+    return torch.where(keep, ordered, torch.zeros_like(ordered)).sum(-1) / counts.to(values.dtype)
+
+
+def _check_batch(input_ids, attention_mask) -> tuple[torch.Tensor, torch.Tensor]:
+    if not isinstance(input_ids, torch.Tensor) or input_ids.dim() != 2:
+        got = tuple(input_ids.shape) if isinstance(input_ids, torch.Tensor) else type(input_ids).__name__
+        raise ValueError(f"input_ids must be a (batch, seq) integer tensor; got {got}")
+    if input_ids.is_floating_point() or input_ids.dtype == torch.bool:
+        raise TypeError(f"input_ids must be an integer tensor; got {input_ids.dtype}")
+    if input_ids.shape[0] < 1:
+        raise ValueError("input_ids must hold at least one sequence; got batch 0")
+    if attention_mask is None:
+        mask = torch.ones_like(input_ids, dtype=torch.bool)
+    else:
+        if not isinstance(attention_mask, torch.Tensor) or tuple(attention_mask.shape) != tuple(input_ids.shape):
+            got = tuple(attention_mask.shape) if isinstance(attention_mask, torch.Tensor) else type(attention_mask)
+            raise ValueError(f"attention_mask must have input_ids' shape {tuple(input_ids.shape)}; got {got}")
+        if bool(((attention_mask != 0) & (attention_mask != 1)).any()):
+            raise ValueError("attention_mask must hold only 0 and 1")
+        mask = attention_mask.bool()
+        if mask.shape[1] > 1 and bool((mask[:, 1:] & ~mask[:, :-1]).any()):
+            raise ValueError("attention_mask must be right-padded (ones then zeros in every row)")
+    lengths = mask.sum(-1)
+    if bool((lengths < 2).any()):
+        bad = int(lengths.argmin())
+        raise ValueError(
+            f"every sequence needs at least 2 tokens (one next-token prediction); row {bad} has {int(lengths[bad])}"
+        )
+    return input_ids.long(), mask
+
+
+def _forward_logits(model: nn.Module, input_ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    device = next(model.parameters()).device
+    ids = input_ids.to(device)
+    padded = not bool(mask.all())
+    # Right padding never influences earlier positions of a causal LM, so models without padding
+    # support (the toolkit's TinyLlama) can run on the padded batch unmasked; HF models get the
+    # mask as usual.
+    from iclr25.llm.lm import TinyLlama
+
+    if padded and not isinstance(model, TinyLlama):
+        out = model(input_ids=ids, attention_mask=mask.to(device).long())
+    else:
+        out = model(ids)
+    return out.logits if hasattr(out, "logits") else out
+
+
+def model_token_stats(
+    model: nn.Module,
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor | None = None,
+    *,
+    backend: str = "auto",
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Run ``model`` once and return the per-position statistics of :func:`token_stats`.
+
+    Parameters
+    ----------
+    model : nn.Module
+        A causal LM returning logits or an object with ``.logits`` (TinyLlama, HF ``*ForCausalLM``).
+    input_ids : (batch, n) integer tensor
+    attention_mask : (batch, n) 0/1 tensor, optional
+        Right padding only; each row needs at least 2 real tokens.
+    backend : str
+        Passed to :func:`token_stats`.
+
+    Returns
+    -------
+    ell, mu, sigma : (batch, n − 1) float32 tensors
+        For predicting token ``t + 1`` from tokens ``≤ t``.
+    valid : (batch, n − 1) bool tensor
+        Whether the predicted token is a real (unpadded) token.
+    """
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"model must be an nn.Module; got {type(model).__name__}")
+    input_ids, mask = _check_batch(input_ids, attention_mask)
+    was = model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            logits = _forward_logits(model, input_ids, mask)
+    finally:
+        model.train(was)
+    targets = input_ids[:, 1:].to(logits.device)
+    ell, mu, sigma = token_stats(logits[:, :-1], targets, backend=backend)
+    return ell, mu, sigma, mask[:, 1:].to(ell.device)
+
+
+def _masked_mean(x: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
+    return torch.where(valid, x, torch.zeros_like(x)).sum(-1) / valid.sum(-1)
+
+
+def loss_scores(model: nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
+    """Loss attack: mean token log-likelihood ``(1/(n−1)) Σ ell_t``, shape ``(batch,)``; higher = member."""
+    ell, _, _, valid = model_token_stats(model, input_ids, attention_mask)
+    return _masked_mean(ell, valid)
+
+
+def mink_scores(
+    model: nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None, k: float = 0.2
+) -> torch.Tensor:
+    """Min-K%: mean of the ``⌊k(n−1)⌋`` smallest token log-probabilities, shape ``(batch,)``.
+
+    ``k = 1`` gives :func:`loss_scores`.
+    """
+    k = _check_k(k)
+    ell, _, _, valid = model_token_stats(model, input_ids, attention_mask)
+    return min_k_mean(ell, valid, k)
+
+
+def mink_pp_scores(
+    model: nn.Module,
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor | None = None,
+    k: float = 0.2,
+    *,
+    backend: str = "auto",
+) -> torch.Tensor:
+    """Min-K%++: mean of the ``⌊k(n−1)⌋`` smallest standardised token scores.
+
+    ``s_t = (ell_t − mu_t) / sigma_t`` with ``mu_t``, ``sigma_t`` the mean and standard deviation of
+    ``log p(z | x_<t)`` for ``z ∼ p(· | x_<t)`` (paper Eq. 3).
+
+    Parameters
+    ----------
+    model : nn.Module
+        Causal LM (TinyLlama or a Hugging Face ``*ForCausalLM``).
+    input_ids : (batch, n) integer tensor
+    attention_mask : (batch, n) 0/1 tensor, optional; right padding
+    k : float in (0, 1]
+        Fraction of positions kept (paper default 0.2).
+    backend : str
+        Token-statistics backend (see :func:`token_stats`).
+
+    Returns
+    -------
+    (batch,) float32 tensor, higher = more likely a member.
+    """
+    k = _check_k(k)
+    ell, mu, sigma, valid = model_token_stats(model, input_ids, attention_mask, backend=backend)
+    return min_k_mean((ell - mu) / sigma, valid, k)
+
+
+def _zlib_len(text: str) -> int:
+    if not isinstance(text, str):
+        raise TypeError(f"texts must be strings; got {type(text).__name__}")
+    return len(zlib.compress(text.encode("utf-8")))
+
+
+def zlib_scores(
+    model: nn.Module,
+    input_ids: torch.Tensor,
+    texts: Sequence[str],
+    attention_mask: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """Zlib attack in the official code's form: mean ``ell_t`` divided by ``len(zlib.compress(text))``.
+
+    Parameters
+    ----------
+    texts : sequence of str, one per row of ``input_ids`` (the text the ids encode)
+
+    Returns
+    -------
+    (batch,) float32 tensor, higher = more likely a member.
+    """
+    if len(texts) != len(input_ids):
+        raise ValueError(f"texts must have one entry per row of input_ids ({len(input_ids)}); got {len(texts)}")
+    lengths = torch.tensor([_zlib_len(t) for t in texts], dtype=torch.float32)
+    loss = loss_scores(model, input_ids, attention_mask)
+    return loss / lengths.to(loss.device)
+
+
+def score_all(
+    model: nn.Module,
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor | None = None,
+    *,
+    texts: Sequence[str] | None = None,
+    methods: Sequence[str] = ("loss", "zlib", "mink", "mink++"),
+    ks: Sequence[float] = (0.2,),
+    backend: str = "auto",
+) -> dict[str, torch.Tensor]:
+    """Every requested score from a single forward pass.
+
+    Parameters
+    ----------
+    methods : subset of {"loss", "zlib", "mink", "mink++"}
+        ``"zlib"`` needs ``texts``.
+    ks : sequence of float in (0, 1]
+        One ``"mink@k"`` / ``"mink++@k"`` entry per value.
+
+    Returns
+    -------
+    dict name -> (batch,) float32 tensor on CPU; names ``"loss"``, ``"zlib"``, ``"mink@0.2"``,
+    ``"mink++@0.2"`` …
+    """
+    methods = _check_methods(methods)
+    ks = [_check_k(k) for k in ks]
+    if "zlib" in methods and (texts is None or len(texts) != len(input_ids)):
+        raise ValueError(f"method 'zlib' needs texts, one per row of input_ids ({len(input_ids)})")
+    ell, mu, sigma, valid = model_token_stats(model, input_ids, attention_mask, backend=backend)
+    out: dict[str, torch.Tensor] = {}
+    loss = _masked_mean(ell, valid)
+    if "loss" in methods:
+        out["loss"] = loss
+    if "zlib" in methods:
+        out["zlib"] = loss / torch.tensor([_zlib_len(t) for t in texts], dtype=torch.float32, device=loss.device)
+    s = (ell - mu) / sigma
+    for k in ks:
+        if "mink" in methods:
+            out[f"mink@{k:g}"] = min_k_mean(ell, valid, k)
+        if "mink++" in methods:
+            out[f"mink++@{k:g}"] = min_k_mean(s, valid, k)
+    return {name: v.cpu() for name, v in out.items()}
+
+
+METHODS = ("loss", "zlib", "mink", "mink++")
+
+
+def _check_methods(methods) -> tuple[str, ...]:
+    if isinstance(methods, str) or not methods:
+        raise ValueError(f"methods must be a non-empty sequence drawn from {METHODS}; got {methods!r}")
+    bad = [m for m in methods if m not in METHODS]
+    if bad:
+        raise ValueError(f"methods must be drawn from {METHODS}; got unknown {bad}")
+    return tuple(methods)

@@ -1,0 +1,108 @@
+"""A word-level tokenizer: regex words and punctuation, the most frequent words, and ``<unk>``.
+
+Next to the toolkit's byte and BPE tokenizers (:mod:`iclr25.llm.lm.tokenizers`) it gives small LMs
+a per-token difficulty profile closer to that of real LLM tokenizers (most tokens are whole
+words), which is the regime Min-K%++ targets. Encoding is lossy: whitespace is dropped and rare
+words become ``<unk>``; :meth:`WordTokenizer.decode` joins tokens with single spaces.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections import Counter
+from collections.abc import Iterable, Sequence
+
+import torch
+
+__all__ = ["WORD_PATTERN", "WordTokenizer"]
+
+WORD_PATTERN = r"[A-Za-z]+(?:'[A-Za-z]+)*|[0-9]+|[^\sA-Za-z0-9]"
+_WORD = re.compile(WORD_PATTERN)
+UNK = "<unk>"
+
+
+class WordTokenizer:
+    """Word-level tokenizer with a fixed vocabulary; id 0 is ``<unk>``.
+
+    Parameters
+    ----------
+    vocab : sequence of str
+        Known tokens in id order starting at id 1 (``<unk>`` is prepended).
+    lowercase : bool
+        Lowercase text before splitting.
+
+    Examples
+    --------
+    >>> tok = WordTokenizer.train(["to be, or not to be"], vocab_size=5)
+    >>> tok.decode(tok.encode("to be or not"))
+    'to be <unk> <unk>'
+    """
+
+    def __init__(self, vocab: Sequence[str], lowercase: bool = False) -> None:
+        vocab = list(vocab)
+        if len(set(vocab)) != len(vocab) or UNK in vocab:
+            raise ValueError("vocab must hold distinct tokens and must not contain '<unk>'")
+        self.itos = [UNK, *vocab]
+        self.stoi = {w: i for i, w in enumerate(self.itos)}
+        self.lowercase = bool(lowercase)
+
+    @classmethod
+    def train(cls, texts: Iterable[str], vocab_size: int = 2001, lowercase: bool = False) -> WordTokenizer:
+        """Keep the ``vocab_size − 1`` most frequent tokens of ``texts`` (ties broken alphabetically).
+
+        Parameters
+        ----------
+        texts : iterable of str
+        vocab_size : int >= 2
+            Total ids including ``<unk>`` (default: top-2000 words + ``<unk>``).
+        lowercase : bool
+        """
+        if not isinstance(vocab_size, int) or vocab_size < 2:
+            raise ValueError(f"vocab_size must be an int >= 2; got {vocab_size!r}")
+        counts: Counter[str] = Counter()
+        for t in texts:
+            counts.update(_WORD.findall(t.lower() if lowercase else t))
+        ranked = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+        return cls([w for w, _ in ranked[: vocab_size - 1]], lowercase=lowercase)
+
+    @property
+    def vocab_size(self) -> int:
+        """Number of ids, ``<unk>`` included."""
+        return len(self.itos)
+
+    def tokenize(self, text: str) -> list[str]:
+        """The regex pieces of ``text`` (before vocabulary lookup)."""
+        if not isinstance(text, str):
+            raise TypeError(f"text must be a str; got {type(text).__name__}")
+        return _WORD.findall(text.lower() if self.lowercase else text)
+
+    def encode(self, text: str) -> torch.Tensor:
+        """``(n,)`` long tensor of ids; unknown pieces map to 0."""
+        return torch.tensor([self.stoi.get(w, 0) for w in self.tokenize(text)], dtype=torch.long)
+
+    def decode(self, ids) -> str:
+        """Tokens joined by single spaces."""
+        ids = ids.tolist() if isinstance(ids, torch.Tensor) else list(ids)
+        return " ".join(self.itos[int(i)] for i in ids)
+
+    def unk_rate(self, text: str) -> float:
+        """Fraction of pieces of ``text`` that map to ``<unk>``."""
+        ids = self.encode(text)
+        return float((ids == 0).float().mean()) if ids.numel() else 0.0
+
+    def save(self, path: str | os.PathLike[str]) -> None:
+        """Write the vocabulary as JSON."""
+        with open(path, "w", encoding="utf-8") as fh:
+            json.dump({"vocab": self.itos[1:], "lowercase": self.lowercase}, fh)
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str]) -> WordTokenizer:
+        """Read a vocabulary written by :meth:`save`."""
+        with open(path, encoding="utf-8") as fh:
+            d = json.load(fh)
+        return cls(d["vocab"], lowercase=d.get("lowercase", False))
+
+    def __repr__(self) -> str:
+        return f"WordTokenizer(vocab_size={self.vocab_size}, lowercase={self.lowercase})"

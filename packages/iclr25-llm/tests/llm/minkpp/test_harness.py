@@ -1,0 +1,43 @@
+"""Word tokenizer, passage sampling and member injection."""
+
+import pytest
+import torch
+
+from iclr25.llm.lm import TinyLlama, TinyLlamaConfig
+from iclr25.llm.minkpp import WordTokenizer, inject_members, loss_scores, sample_passages
+
+
+def test_word_tokenizer_top_words_and_unk(tmp_path):
+    tok = WordTokenizer.train(["the cat, the dog; the cat's toy."], vocab_size=4)
+    assert tok.vocab_size == 4
+    assert tok.itos[1] == "the"  # most frequent first
+    assert tok.tokenize("The cat's toy!") == ["The", "cat's", "toy", "!"]
+    ids = tok.encode("the zebra")
+    assert ids.tolist()[1] == 0
+    assert tok.unk_rate("the zebra") == pytest.approx(0.5)
+    tok.save(tmp_path / "v.json")
+    assert WordTokenizer.load(tmp_path / "v.json").itos == tok.itos
+
+
+def test_sample_passages_distinct_windows():
+    docs = {"a": torch.arange(100), "b": torch.arange(1000, 1050)}
+    p = sample_passages(docs, 10, 10, seed=0)
+    assert p.shape == (10, 10)
+    assert len({tuple(r.tolist()) for r in p}) == 10
+    assert all(int(r[0]) % 10 == 0 for r in p)  # non-overlapping grid
+    with pytest.raises(ValueError, match="only 15"):
+        sample_passages(docs, 16, 10)
+
+
+def test_inject_members_raises_member_likelihood():
+    torch.manual_seed(0)
+    model = TinyLlama(TinyLlamaConfig.preset("pico", vocab_size=40, max_seq_len=32))
+    g = torch.Generator().manual_seed(0)
+    stream = torch.randint(0, 40, (2000,), generator=g)
+    members = torch.randint(0, 40, (8, 12), generator=g)
+    others = torch.randint(0, 40, (8, 12), generator=g)
+    hist = inject_members(model, members, stream, exposures=8, members_per_step=4, lr=1e-2, seed=0)
+    assert hist["steps"] == 16
+    assert loss_scores(model, members).mean() > loss_scores(model, others).mean() + 0.1
+    with pytest.raises(ValueError, match="exposures"):
+        inject_members(model, members, stream, exposures=0)

@@ -1,0 +1,187 @@
+"""Token statistics and scores against float64 brute force, hand values and invariants."""
+
+import math
+
+import pytest
+import torch
+
+from iclr25.llm.lm import TinyLlama, TinyLlamaConfig
+from iclr25.llm.minkpp import (
+    SIGMA_FLOOR,
+    loss_scores,
+    min_k_mean,
+    mink_pp_scores,
+    mink_scores,
+    score_all,
+    token_stats,
+    zlib_scores,
+)
+
+
+def _brute(logits, targets):
+    z = logits.double()
+    out = []
+    for row, t in zip(z.reshape(-1, z.shape[-1]), targets.reshape(-1), strict=True):
+        p = [math.exp(v) for v in (row - row.max()).tolist()]
+        zs = sum(p)
+        p = [v / zs for v in p]
+        lp = [math.log(v) for v in p]
+        mu = sum(a * b for a, b in zip(p, lp, strict=True))
+        var = sum(a * (b - mu) ** 2 for a, b in zip(p, lp, strict=True))
+        out.append((lp[int(t)], mu, math.sqrt(var)))
+    return torch.tensor(out, dtype=torch.float64).reshape(*targets.shape, 3)
+
+
+def _model(vocab=50, seed=0):
+    torch.manual_seed(seed)
+    return TinyLlama(TinyLlamaConfig.preset("pico", vocab_size=vocab, max_seq_len=64)).eval()
+
+
+def test_token_stats_equal_float64_brute_force():
+    g = torch.Generator().manual_seed(0)
+    logits = 3 * torch.randn(3, 5, 40, generator=g)
+    targets = torch.randint(0, 40, (3, 5), generator=g)
+    ell, mu, sigma = token_stats(logits, targets, backend="reference")
+    ref = _brute(logits, targets)
+    # fp32 log-softmax of O(10) logits: errors of a few ulp of 10, i.e. ~1e-6.
+    for got, i in ((ell, 0), (mu, 1), (sigma, 2)):
+        torch.testing.assert_close(got.double(), ref[..., i], atol=1e-5, rtol=1e-5)
+
+
+def test_scores_invariant_to_constant_logit_shift():
+    g = torch.Generator().manual_seed(1)
+    logits = torch.randn(2, 7, 30, generator=g)
+    targets = torch.randint(0, 30, (2, 7), generator=g)
+    a = token_stats(logits, targets, backend="reference")
+    b = token_stats(logits + 5.0, targets, backend="reference")
+    for x, y in zip(a, b, strict=True):
+        torch.testing.assert_close(x, y, atol=1e-5, rtol=1e-5)
+    s_a = (a[0] - a[1]) / a[2]
+    s_b = (b[0] - b[1]) / b[2]
+    torch.testing.assert_close(s_a, s_b, atol=1e-4, rtol=1e-4)
+
+
+def test_model_scores_invariant_to_lm_head_bias_shift():
+    # Adding a constant to every logit of a real model leaves every score unchanged.
+    model = _model()
+    ids = torch.randint(0, 50, (3, 9), generator=torch.Generator().manual_seed(2))
+    before = score_all(model, ids, methods=("loss", "mink", "mink++"), ks=(0.2, 1.0))
+
+    class Shifted(torch.nn.Module):
+        def __init__(self, m):
+            super().__init__()
+            self.m = m
+
+        def forward(self, x):
+            return self.m(x).logits + 3.0
+
+    after = score_all(Shifted(model), ids, methods=("loss", "mink", "mink++"), ks=(0.2, 1.0))
+    for k in before:
+        torch.testing.assert_close(before[k], after[k], atol=1e-4, rtol=1e-4)
+
+
+def test_right_padded_batch_equals_single_sequences():
+    model = _model()
+    g = torch.Generator().manual_seed(3)
+    seqs = [torch.randint(0, 50, (n,), generator=g) for n in (9, 4, 6)]
+    ids = torch.zeros(3, 9, dtype=torch.long)
+    mask = torch.zeros(3, 9, dtype=torch.long)
+    for i, s in enumerate(seqs):
+        ids[i, : len(s)] = s
+        mask[i, : len(s)] = 1
+    ids[1, 4:] = 7  # padding content must not matter
+    batch = score_all(model, ids, mask, methods=("loss", "mink", "mink++"), ks=(0.2, 0.5))
+    for i, s in enumerate(seqs):
+        single = score_all(model, s[None], methods=("loss", "mink", "mink++"), ks=(0.2, 0.5))
+        for k in single:
+            torch.testing.assert_close(batch[k][i : i + 1], single[k], atol=1e-5, rtol=1e-5)
+
+
+def test_k1_mink_equals_loss_and_minkpp_equals_mean_score():
+    model = _model()
+    ids = torch.randint(0, 50, (4, 11), generator=torch.Generator().manual_seed(4))
+    torch.testing.assert_close(mink_scores(model, ids, k=1.0), loss_scores(model, ids), atol=1e-6, rtol=1e-6)
+    ell, mu, sigma = token_stats(model(ids).logits[:, :-1].detach(), ids[:, 1:])
+    torch.testing.assert_close(mink_pp_scores(model, ids, k=1.0), ((ell - mu) / sigma).mean(-1), atol=1e-5, rtol=1e-5)
+
+
+class _Fixed(torch.nn.Module):
+    """A 3-token 'model' whose next-token distribution is a fixed table indexed by the current token."""
+
+    def __init__(self, probs):
+        super().__init__()
+        self.logits = torch.nn.Parameter(torch.tensor(probs).log(), requires_grad=False)
+
+    def forward(self, ids):
+        return self.logits[ids]
+
+
+def test_hand_computed_scores_on_three_token_model():
+    probs = [[0.5, 0.25, 0.25], [0.7, 0.2, 0.1], [1 / 3, 1 / 3, 1 / 3]]
+    model = _Fixed(probs)
+    ids = torch.tensor([[0, 1, 0, 2]])  # predictions: p(1|0)=.25, p(0|1)=.7, p(2|0)=.25
+
+    def stats(p):
+        mu = sum(q * math.log(q) for q in p)
+        return mu, math.sqrt(sum(q * (math.log(q) - mu) ** 2 for q in p))
+
+    ells = [math.log(0.25), math.log(0.7), math.log(0.25)]
+    rows = [probs[0], probs[1], probs[0]]
+    s = [(e - stats(p)[0]) / stats(p)[1] for e, p in zip(ells, rows, strict=True)]
+    # n - 1 = 3 predictions: k = 0.5 keeps floor(1.5) = 1, k = 0.7 keeps 2.
+    assert loss_scores(model, ids).item() == pytest.approx(sum(ells) / 3, abs=1e-6)
+    assert mink_scores(model, ids, k=0.5).item() == pytest.approx(min(ells), abs=1e-6)
+    assert mink_scores(model, ids, k=0.7).item() == pytest.approx(sum(sorted(ells)[:2]) / 2, abs=1e-6)
+    assert mink_pp_scores(model, ids, k=0.5).item() == pytest.approx(min(s), abs=1e-5)
+    assert mink_pp_scores(model, ids, k=1.0).item() == pytest.approx(sum(s) / 3, abs=1e-5)
+    # s_t is invariant per row: the (0.5, .25, .25) row gives (log .25 − mu)/sigma = -1 exactly.
+    assert s[0] == pytest.approx(-1.0)
+    text = "abc abc"
+    import zlib
+
+    assert zlib_scores(model, ids, [text]).item() == pytest.approx(sum(ells) / 3 / len(zlib.compress(b"abc abc")))
+
+
+def test_min_k_mean_picks_lowest_not_highest():
+    v = torch.tensor([[5.0, -1.0, 3.0, -4.0, 0.0]])
+    assert min_k_mean(v, None, 0.4).item() == pytest.approx(-2.5)
+    valid = torch.tensor([[True, True, True, False, False]])
+    assert min_k_mean(v, valid, 0.2).item() == pytest.approx(-1.0)  # floor(0.6) -> at least one
+
+
+def test_degenerate_distribution_uses_sigma_floor():
+    logits = torch.tensor([[[0.0, 0.0, 0.0, 0.0], [50.0, -50.0, -50.0, -50.0], [0.0, -float("inf"), 1.0, 2.0]]])
+    targets = torch.tensor([[2, 0, 1]])
+    ell, mu, sigma = token_stats(logits, targets)
+    assert (sigma >= SIGMA_FLOOR).all()
+    s = (ell - mu) / sigma
+    assert torch.isfinite(ell[:, :2]).all() and torch.isfinite(s[:, :2]).all()
+    assert torch.isfinite(mu).all() and torch.isfinite(sigma).all()
+
+
+@pytest.mark.parametrize("k", [0.0, -0.1, 1.5, float("nan"), True])
+def test_bad_k_raises(k):
+    with pytest.raises(ValueError, match="k must"):
+        mink_pp_scores(_model(), torch.zeros(1, 4, dtype=torch.long), k=k)
+
+
+def test_single_token_and_empty_raise():
+    model = _model()
+    with pytest.raises(ValueError, match="at least 2 tokens"):
+        mink_pp_scores(model, torch.zeros(1, 1, dtype=torch.long))
+    with pytest.raises(ValueError, match="at least 2 tokens"):
+        mink_pp_scores(model, torch.zeros(2, 4, dtype=torch.long), torch.tensor([[1, 1, 1, 1], [1, 0, 0, 0]]))
+    with pytest.raises(ValueError, match="right-padded"):
+        mink_pp_scores(model, torch.zeros(1, 4, dtype=torch.long), torch.tensor([[0, 1, 1, 1]]))
+
+
+def test_nan_logits_raise_floating_point_error():
+    logits = torch.zeros(1, 3, 5)
+    logits[0, 1, 2] = float("nan")
+    with pytest.raises(FloatingPointError):
+        token_stats(logits, torch.zeros(1, 3, dtype=torch.long))
+
+
+def test_shape_mismatch_raises():
+    with pytest.raises(ValueError, match="targets must have shape"):
+        token_stats(torch.zeros(2, 3, 5), torch.zeros(2, 4, dtype=torch.long))
