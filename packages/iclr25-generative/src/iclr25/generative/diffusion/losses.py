@@ -1,0 +1,94 @@
+"""Training losses: EDM denoising score matching and DDPM epsilon matching."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from ._checks import bcast, check_finite, check_float
+from .schedules import VPSchedule
+
+__all__ = ["ddpm_eps_loss", "edm_loss", "eps_from_x0", "x0_from_eps"]
+
+
+def edm_loss(
+    denoiser: Callable[..., torch.Tensor],
+    x0: torch.Tensor,
+    P_mean: float = -1.2,
+    P_std: float = 1.2,
+    sigma_data: float = 0.5,
+    cond: dict[str, Any] | None = None,
+    generator: torch.Generator | None = None,
+) -> torch.Tensor:
+    """EDM loss (Karras et al. 2022, Eq. 2 and Table 1).
+
+    ln sigma ~ N(P_mean, P_std^2), n ~ N(0, sigma^2 I), loss = lambda(sigma) ||D(x0 + n; sigma) - x0||^2
+    averaged over non-batch dims, lambda = (sigma^2 + sd^2) / (sigma sd)^2.
+
+    Parameters
+    ----------
+    denoiser: ``D(x, sigma, **cond)``.
+    x0: (B, ...) clean data.
+
+    Returns
+    -------
+    (B,) per-sample loss.
+    """
+    check_float("x0", x0)
+    check_finite("x0", x0)
+    b = x0.shape[0]
+    rnd = torch.randn(b, generator=generator, device=x0.device, dtype=x0.dtype)
+    sigma = (rnd * P_std + P_mean).exp()
+    n = torch.randn(x0.shape, generator=generator, device=x0.device, dtype=x0.dtype) * bcast(sigma, x0)
+    d = denoiser(x0 + n, sigma, **(cond or {}))
+    weight = (sigma**2 + sigma_data**2) / (sigma * sigma_data) ** 2
+    return weight * (d - x0).pow(2).reshape(b, -1).mean(1)
+
+
+def x0_from_eps(x_t: torch.Tensor, eps: torch.Tensor, ab: torch.Tensor) -> torch.Tensor:
+    """x0 = (x_t - sqrt(1 - ab) eps) / sqrt(ab); ab is (B,) or scalar."""
+    ab = torch.as_tensor(ab, device=x_t.device, dtype=x_t.dtype)
+    ab = bcast(ab, x_t) if ab.dim() == 1 else ab
+    return (x_t - (1 - ab).sqrt() * eps) / ab.sqrt()
+
+
+def eps_from_x0(x_t: torch.Tensor, x0: torch.Tensor, ab: torch.Tensor) -> torch.Tensor:
+    """eps = (x_t - sqrt(ab) x0) / sqrt(1 - ab); ab is (B,) or scalar."""
+    ab = torch.as_tensor(ab, device=x_t.device, dtype=x_t.dtype)
+    ab = bcast(ab, x_t) if ab.dim() == 1 else ab
+    return (x_t - ab.sqrt() * x0) / (1 - ab).sqrt()
+
+
+def ddpm_eps_loss(
+    eps_net: Callable[..., torch.Tensor],
+    x0: torch.Tensor,
+    schedule: VPSchedule,
+    cond: dict[str, Any] | None = None,
+    min_snr_gamma: float | None = None,
+    generator: torch.Generator | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """DDPM simple loss (Ho et al. 2020, Eq. 14) with optional min-SNR-gamma weighting.
+
+    t ~ U{0..T-1}, x_t = sqrt(ab) x0 + sqrt(1-ab) eps, loss = w(t) ||eps_net(x_t, t) - eps||^2 (mean
+    over non-batch dims), w = min(snr, gamma) / snr with snr = ab / (1 - ab) (Hang et al. 2023).
+
+    Returns
+    -------
+    loss: (B,) per-sample loss.
+    x0_hat: (B, ...) the network's clean-sample prediction (for auxiliary losses).
+    """
+    check_float("x0", x0)
+    check_finite("x0", x0)
+    b = x0.shape[0]
+    t = torch.randint(0, schedule.T, (b,), generator=generator, device=x0.device)
+    ab = schedule.alphas_cumprod.to(x0.device)[t].to(x0.dtype)
+    eps = torch.randn(x0.shape, generator=generator, device=x0.device, dtype=x0.dtype)
+    x_t = bcast(ab.sqrt(), x0) * x0 + bcast((1 - ab).sqrt(), x0) * eps
+    eps_hat = eps_net(x_t, t, **(cond or {}))
+    loss = (eps_hat - eps).pow(2).reshape(b, -1).mean(1)
+    if min_snr_gamma is not None:
+        snr = ab / (1 - ab)
+        loss = loss * snr.clamp(max=min_snr_gamma) / snr
+    return loss, x0_from_eps(x_t, eps_hat, ab)

@@ -1,0 +1,170 @@
+"""Training loop with EMA, and JSON+safetensors checkpoints for cached toy priors."""
+
+from __future__ import annotations
+
+import copy
+import json
+import logging
+import time
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from iclr25.core.io import atomic_write_text
+from iclr25.core.progress import progress
+
+__all__ = ["EMA", "load", "save", "train"]
+
+log = logging.getLogger(__name__)
+
+
+class EMA:
+    """Exponential moving average of a model's parameters (buffers are copied).
+
+    Parameters
+    ----------
+    model: the model being trained.
+    decay: constant decay beta (``0.999``); ignored when ``gamma`` is given.
+    gamma: power-function EMA of EDM2 (Karras et al. 2024): beta_t = (1 - 1/t)^(gamma + 1).
+
+    Attributes
+    ----------
+    model: an eval-mode deep copy holding the averaged weights (use it for sampling).
+    """
+
+    def __init__(self, model: nn.Module, decay: float = 0.999, gamma: float | None = None) -> None:
+        if not 0 <= decay < 1:
+            raise ValueError(f"decay must be in [0, 1), got {decay}")
+        self.decay, self.gamma, self.steps = decay, gamma, 0
+        self.model = copy.deepcopy(model).eval().requires_grad_(False)
+
+    def beta(self) -> float:
+        if self.gamma is not None:
+            return (1 - 1 / max(self.steps, 1)) ** (self.gamma + 1)
+        return self.decay
+
+    @torch.no_grad()
+    def update(self, model: nn.Module) -> None:
+        self.steps += 1
+        b = self.beta()
+        for pe, p in zip(self.model.parameters(), model.parameters(), strict=False):
+            pe.lerp_(p.detach(), 1 - b)
+        for be, bm in zip(self.model.buffers(), model.buffers(), strict=False):
+            be.copy_(bm)
+
+
+def _batches(data: Any, batch_size: int, generator: torch.Generator) -> Iterator[Any]:
+    if isinstance(data, torch.Tensor):
+        if data.shape[0] == 0:
+            raise ValueError("data must hold at least one example, got an empty tensor")
+        while True:
+            yield data[torch.randint(0, data.shape[0], (batch_size,), generator=generator).to(data.device)]
+    elif callable(data):
+        while True:
+            yield data(generator)
+    elif isinstance(data, Iterable):
+        while True:
+            empty = True
+            for b in data:
+                empty = False
+                yield b
+            if empty:
+                raise ValueError("data iterable yielded no batches")
+    else:
+        raise TypeError(f"data_iter must be a tensor, a callable or an iterable, got {type(data).__name__}")
+
+
+def train(
+    model: nn.Module,
+    loss_fn: Callable[[nn.Module, Any, torch.Generator], torch.Tensor],
+    data_iter: Any,
+    steps: int,
+    lr: float = 1e-3,
+    batch_size: int = 64,
+    ema: EMA | None = None,
+    grad_clip: float | None = 1.0,
+    seed: int = 0,
+    log_every: int = 100,
+    callback: Callable[[int, float], None] | None = None,
+    params: Iterable[nn.Parameter] | None = None,
+    weight_decay: float = 0.0,
+    warmup: int = 0,
+    show_progress: bool = False,
+) -> dict[str, Any]:
+    """Adam(W) training loop.
+
+    Parameters
+    ----------
+    model: module to optimise (its trainable parameters, or ``params``).
+    loss_fn: ``loss_fn(model, batch, generator)`` -> scalar or per-sample loss (averaged).
+    data_iter: a tensor dataset (minibatches of ``batch_size`` drawn with replacement), a callable
+        ``f(generator) -> batch``, or an iterable of batches (cycled).
+    steps: optimiser steps; lr: learning rate (linear warm-up over ``warmup`` steps).
+    ema: updated after every step. grad_clip: max global grad norm (``None`` = off).
+    seed: seeds the generator passed to ``loss_fn`` and the batch sampler.
+
+    Returns
+    -------
+    dict with ``loss`` (list of per-step losses), ``steps`` and ``seconds``.
+    """
+    if not isinstance(steps, int) or steps < 0:
+        raise ValueError(f"steps must be an int >= 0, got {steps!r}")
+    if not lr > 0:
+        raise ValueError(f"lr must be > 0, got {lr}")
+    dev = next(model.parameters()).device
+    gen = torch.Generator(device=dev).manual_seed(seed)
+    cpu_gen = gen if dev.type == "cpu" else torch.Generator().manual_seed(seed)
+    params = [p for p in (params if params is not None else model.parameters()) if p.requires_grad]
+    opt = torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay)
+    batches = _batches(data_iter, batch_size, cpu_gen)
+    history: list[float] = []
+    t0 = time.perf_counter()
+    model.train()
+    it = progress(range(steps), desc="train") if show_progress else range(steps)
+    for step in it:
+        if warmup:
+            for g in opt.param_groups:
+                g["lr"] = lr * min(1.0, (step + 1) / warmup)
+        loss = loss_fn(model, next(batches), gen).mean()
+        if not torch.isfinite(loss):
+            raise FloatingPointError(f"loss became non-finite at step {step}: {float(loss)}")
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        if grad_clip is not None:
+            torch.nn.utils.clip_grad_norm_(params, grad_clip)
+        opt.step()
+        if ema is not None:
+            ema.update(model)
+        history.append(float(loss.detach()))
+        if log_every and (step + 1) % log_every == 0:
+            log.info("step %d loss %.5f", step + 1, sum(history[-log_every:]) / log_every)
+        if callback is not None:
+            callback(step, history[-1])
+    model.eval()
+    return {"loss": history, "steps": steps, "seconds": time.perf_counter() - t0}
+
+
+def save(path: str | Path, model: nn.Module, config: dict[str, Any] | None = None) -> None:
+    """Write ``<path>.safetensors`` (state dict) and ``<path>.json`` (config)."""
+    from safetensors.torch import save_file
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    state = {k: v.detach().contiguous().cpu() for k, v in model.state_dict().items()}
+    tmp = path.with_suffix(".safetensors.tmp")
+    save_file(state, str(tmp))
+    tmp.replace(path.with_suffix(".safetensors"))
+    atomic_write_text(path.with_suffix(".json"), json.dumps(config or {}, indent=2, sort_keys=True))
+
+
+def load(path: str | Path, model: nn.Module) -> dict[str, Any]:
+    """Load weights saved by :func:`save` into ``model``; returns the stored config."""
+    from safetensors.torch import load_file
+
+    path = Path(path)
+    dev = next(model.parameters()).device
+    model.load_state_dict(load_file(str(path.with_suffix(".safetensors")), device=str(dev)))
+    return json.loads(path.with_suffix(".json").read_text())

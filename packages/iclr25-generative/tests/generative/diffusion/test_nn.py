@@ -1,0 +1,188 @@
+"""Networks: UNet2D / VideoUNet (item 6), LoRA (item 7), fused GroupNorm+FiLM+SiLU kernel."""
+
+import pytest
+import torch
+
+from iclr25.generative.diffusion import nn
+from iclr25.generative.diffusion.reference import groupnorm_film_silu_reference
+
+
+@pytest.mark.parametrize("px", [8, 16, 32])
+def test_unet_shape_preserved(px):
+    torch.manual_seed(0)
+    net = nn.UNet2D(3, 3, ch=16, attn_resolutions=(px // 2,))
+    x = torch.randn(2, 3, px, px)
+    assert net(x, torch.tensor([0.1, -0.3])).shape == x.shape
+    assert net(x, torch.tensor([5, 900])).shape == x.shape  # integer DDPM timesteps too
+
+
+def test_video_unet_shape_and_temporal_mixing():
+    torch.manual_seed(0)
+    net = nn.VideoUNet(1, 1, ch=16, ch_mult=(1, 2), context_dim=8)
+    x = torch.randn(2, 1, 3, 8, 8)
+    out = net(x, torch.zeros(2), context=torch.randn(2, 4, 8))
+    assert out.shape == x.shape
+    # temporal attention mixes frames: changing frame 0 changes frame 2's output
+    x2 = x.clone()
+    x2[:, :, 0] += 1
+    out2 = net(x2, torch.zeros(2), context=torch.zeros(2, 4, 8))
+    out1 = net(x, torch.zeros(2), context=torch.zeros(2, 4, 8))
+    assert (out2[:, :, 2] - out1[:, :, 2]).abs().max() > 1e-4
+
+
+def test_context_changes_output_only_with_context_dim():
+    torch.manual_seed(0)
+    x, t = torch.randn(2, 1, 8, 8), torch.zeros(2)
+    c1, c2 = torch.randn(2, 5, 8), torch.randn(2, 5, 8)
+    plain = nn.UNet2D(1, 1, ch=16)
+    assert torch.equal(plain(x, t, context=c1), plain(x, t, context=c2))
+    cond = nn.UNet2D(1, 1, ch=16, context_dim=8)
+    assert (cond(x, t, context=c1) - cond(x, t, context=c2)).abs().max() > 1e-4
+    # masked-out context tokens have no influence
+    mask = torch.tensor([[True, True, False, False, False]] * 2)
+    c3 = c1.clone()
+    c3[:, 2:] = 100.0
+    assert torch.allclose(
+        cond(x, t, context=c1, context_mask=mask), cond(x, t, context=c3, context_mask=mask), atol=1e-6
+    )
+
+
+def test_equivalent_attention_processor_keeps_outputs():
+    torch.manual_seed(0)
+    # float64: the comparison then measures the processors, not float32 summation order
+    net = nn.UNet2D(1, 1, ch=16, attn_resolutions=(4,), context_dim=8).double()
+    x, t, c = torch.randn(2, 1, 8, 8).double(), torch.zeros(2).double(), torch.randn(2, 5, 8).double()
+    ref = net(x, t, context=c)
+    procs = net.attn_processors
+    assert procs and all(k.endswith(".processor") for k in procs)
+    assert any(".attn2.processor" in k for k in procs)
+    store = nn.StoreAttnProcessor()
+    net.set_attn_processor(store)
+    assert (net(x, t, context=c) - ref).abs().max() < 1e-6
+    assert store.maps is not None and torch.allclose(store.maps.sum(-1), torch.ones((), dtype=torch.float64))
+    with pytest.raises(ValueError, match="keys"):
+        net.set_attn_processor({"nope.processor": store})
+
+
+def test_gradients_reach_every_parameter():
+    torch.manual_seed(0)
+    for net, x in (
+        (
+            nn.UNet2D(1, 1, ch=16, attn_resolutions=(4,), num_classes=3, context_dim=8, sample_size=8),
+            torch.randn(2, 1, 8, 8),
+        ),
+        (nn.VideoUNet(1, 1, ch=16, ch_mult=(1, 2), context_dim=8), torch.randn(2, 1, 2, 8, 8)),
+    ):
+        out = net(x, torch.tensor([0.2, -0.4]), class_labels=torch.tensor([0, 2]), context=torch.randn(2, 3, 8))
+        out.square().sum().backward()
+        missing = [n for n, p in net.named_parameters() if p.grad is None or p.grad.abs().sum() == 0]
+        # the class table's unused rows get zero gradient by construction
+        missing = [n for n in missing if n != "class_emb.weight"]
+        assert not missing, missing
+        assert net.class_emb is None or net.class_emb.weight.grad[[0, 2]].abs().sum() > 0
+
+
+def test_unet_bad_input():
+    net = nn.UNet2D(1, 1, ch=16, context_dim=8)
+    with pytest.raises(TypeError, match="floating point"):
+        net(torch.zeros(2, 1, 8, 8, dtype=torch.uint8), torch.zeros(2))
+    with pytest.raises(ValueError, match="context batch"):
+        net(torch.zeros(2, 1, 8, 8), torch.zeros(2), context=torch.zeros(3, 4, 8))
+    with pytest.raises(ValueError, match="x must be finite"):
+        net(torch.full((1, 1, 8, 8), float("nan")), torch.zeros(1))
+    with pytest.raises(ValueError, match="divisible"):
+        net(torch.zeros(1, 1, 6, 6), torch.zeros(1))
+    assert net(torch.zeros(0, 1, 8, 8), torch.zeros(0)).shape == (0, 1, 8, 8)
+    with pytest.raises(ValueError, match="multiple of 8"):
+        nn.UNet2D(1, 1, ch=12)
+
+
+def test_lora_zero_init_merge_unmerge_and_scaling():
+    torch.manual_seed(0)
+    net = nn.UNet2D(1, 1, ch=16, context_dim=8)
+    x, t, c = torch.randn(2, 1, 8, 8), torch.zeros(2), torch.randn(2, 3, 8)
+    ref = net(x, t, context=c)
+    hits = nn.inject_lora(net, ["to_k", "to_v"], rank=2, alpha=4.0)
+    assert hits and all(h.endswith(("to_k", "to_v")) for h in hits)
+    assert torch.equal(net(x, t, context=c), ref)  # B = 0: exact no-op
+    lora = net.get_submodule(hits[0])
+    assert lora.scaling == 2.0
+    with torch.no_grad():
+        lora.lora_B.weight.normal_()
+    w0 = lora.base.weight.detach().clone()
+    y = torch.randn(5, lora.base.in_features)
+    expect = y @ (w0 + 2.0 * lora.lora_B.weight @ lora.lora_A.weight).T
+    assert torch.allclose(lora(y), expect, atol=1e-5)
+    lora.merge()
+    assert torch.allclose(lora(y), expect, atol=1e-5)
+    lora.unmerge()
+    assert torch.equal(lora.base.weight, w0)  # bit-exact restore
+    params = nn.lora_parameters(net)
+    assert len(params) == 2 * len(hits) and all(p.requires_grad for p in params)
+    assert not lora.base.weight.requires_grad
+    with pytest.raises(ValueError, match="matched no"):
+        nn.inject_lora(net, ["does_not_exist"])
+
+
+def test_mlp_and_autoencoder():
+    torch.manual_seed(0)
+    mlp = nn.MLPDenoiserNet(2)
+    assert mlp(torch.randn(5, 2), torch.randn(5)).shape == (5, 2)
+    ae = nn.TinyAutoencoder(1, 4, down=2, kl=True)
+    x = torch.randn(3, 1, 16, 16)
+    z = ae.encode(x)
+    assert z.shape == (3, 4, 4, 4) and ae.decode(z).shape == x.shape
+    assert ae.loss(x).shape == (3,)
+    sf = ae.fit_scale_factor(x)
+    with torch.no_grad():
+        assert abs(sf * float(ae.encode(x).std()) - 1) < 1e-5
+
+
+@pytest.mark.parametrize("shape,groups", [((2, 32, 8, 8), 8), ((3, 12, 5, 7), 3), ((1, 6, 4, 4), 6)])
+def test_groupnorm_film_silu_reference_matches_modules(shape, groups):
+    torch.manual_seed(0)
+    x = torch.randn(shape)
+    gn = torch.nn.GroupNorm(groups, shape[1])
+    with torch.no_grad():
+        gn.weight.normal_()
+        gn.bias.normal_()
+    sc, sh = torch.randn(shape[:2]), torch.randn(shape[:2])
+    expect = torch.nn.functional.silu(gn(x) * (1 + sc[:, :, None, None]) + sh[:, :, None, None])
+    out = nn.groupnorm_film_silu(x, groups, gn.weight, gn.bias, sc, sh, backend="reference")
+    assert torch.allclose(out, expect, atol=1e-6)
+
+
+@pytest.mark.triton
+@pytest.mark.parametrize(
+    "shape,groups,film", [((2, 32, 8, 8), 8, True), ((2, 12, 3, 5), 3, True), ((1, 6, 4, 4), 2, False)]
+)
+def test_groupnorm_film_silu_triton_matches_reference(shape, groups, film):
+    g = torch.Generator().manual_seed(0)
+    x = 2 * torch.randn(shape, generator=g) + 0.5
+    w, b = torch.randn(shape[1], generator=g), torch.randn(shape[1], generator=g)
+    sc = torch.randn(shape[:2], generator=g) if film else None
+    sh = torch.randn(shape[:2], generator=g) if film else None
+    ref = groupnorm_film_silu_reference(x, groups, w, b, sc, sh)
+    out = nn.groupnorm_film_silu(x, groups, w, b, sc, sh, backend="triton")
+    assert torch.allclose(out, ref, atol=1e-5, rtol=0)
+
+
+@pytest.mark.triton
+def test_groupnorm_film_silu_triton_gradients():
+    g = torch.Generator().manual_seed(1)
+    args = [torch.randn(s, generator=g, requires_grad=True) for s in ((2, 8, 4, 4), (8,), (8,), (2, 8), (2, 8))]
+    out = nn.groupnorm_film_silu(args[0], 4, *args[1:], backend="triton")
+    grads = torch.autograd.grad(out.square().sum(), args)
+    ref = groupnorm_film_silu_reference(args[0], 4, *args[1:])
+    ref_grads = torch.autograd.grad(ref.square().sum(), args)
+    for a, r in zip(grads, ref_grads, strict=False):
+        assert torch.allclose(a, r, atol=1e-5)
+
+
+def test_groupnorm_film_silu_gradcheck():
+    g = torch.Generator().manual_seed(2)
+    args = [
+        torch.randn(s, generator=g, dtype=torch.float64, requires_grad=True)
+        for s in ((2, 4, 3, 3), (4,), (4,), (2, 4), (2, 4))
+    ]
+    assert torch.autograd.gradcheck(lambda *a: groupnorm_film_silu_reference(a[0], 2, *a[1:]), args)
