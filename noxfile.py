@@ -23,7 +23,10 @@ DOMAINS = ["core", "neuro", "compress", "theory", "rl", "generative", "llm"]
 PACKAGES = [f"packages/iclr25-{d}" for d in DOMAINS]
 TEST_DEPS = ["pytest>=8", "hypothesis>=6"]
 # optional extras exercised when everything is installed together (the isolated runs skip those tests)
-EXTRAS = {"packages/iclr25-llm": "packages/iclr25-llm[hf]", "packages/iclr25-generative": "packages/iclr25-generative[text]"}
+EXTRAS = {
+    "packages/iclr25-llm": "packages/iclr25-llm[hf]",
+    "packages/iclr25-generative": "packages/iclr25-generative[text]",
+}
 
 nox.options.sessions = ["lint", "tests", "tests_isolated", "cross", "build", "docs"]
 nox.options.reuse_existing_virtualenvs = False
