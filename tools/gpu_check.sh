@@ -5,9 +5,12 @@
 # stops the others.
 #
 # Usage (on the GPU machine, from the repo root; wheels built beforehand into .whl/):
-#   OUT=/some/dir DEADLINE=480 bash tools/gpu_check.sh
+#   OUT=/some/dir DEADLINE=480 [STEPS="gpu-tests ltc ..."] bash tools/gpu_check.sh
+# STEPS names the steps to run (default: all of them).
 # Prepare the wheels here with `PY=<python with build+hatchling> bash tools/gpu_wheels.sh`.
-# compressai has no cp312 wheel, so the AuxT benchmark is not part of this pass.
+# compressai has no cp312 wheel: when its sdist lies in .whl/ (pip download --no-binary :all:
+# --no-deps compressai==1.2.8) it is compiled there (pybind11 and a compiler are in the image) and the
+# AuxT benchmark and reproduction run last.
 set -u
 OUT=${OUT:-/tmp/iclr25-gpu}
 DEADLINE=${DEADLINE:-480}
@@ -32,6 +35,9 @@ export MUJOCO_GL=disable  # ARS needs no rendering, and the image has no EGL loa
 step() {  # step NAME LIMIT_S CMD...
     local name=$1 limit=$2
     shift 2
+    if [ -n "${STEPS:-}" ] && [[ " $STEPS " != *" $name "* ]]; then
+        return
+    fi
     local left=$((DEADLINE - (SECONDS - START)))
     if [ "$left" -lt 15 ]; then
         echo "### $name: SKIPPED (deadline)" >>"$LOG"
@@ -51,6 +57,7 @@ B=packages
 step ltc 60 python3 $B/iclr25-compress/benchmarks/ltc_quantize.py --device cuda
 step minkpp 45 python3 $B/iclr25-llm/benchmarks/minkpp_score.py --device cuda
 step arb 60 python3 $B/iclr25-llm/benchmarks/arb_ptq.py --device cuda --rows 4096 --cols 4096
+step gemv 45 python3 $B/iclr25-llm/benchmarks/arb_gemv.py --device cuda
 step markov 60 python3 $B/iclr25-theory/benchmarks/markov_sampler.py --device cuda --runs 64
 step lambda 45 python3 $B/iclr25-theory/benchmarks/lambda_balanced_batch.py --device cuda
 step unet 45 python3 $B/iclr25-generative/benchmarks/core_unet.py --device cuda
@@ -61,4 +68,11 @@ step lif 30 python3 $B/iclr25-neuro/benchmarks/spiking_lif.py --device cuda
 step topoloss 30 python3 $B/iclr25-neuro/benchmarks/topoloss_overhead.py --device cuda --d 768
 step hocal 30 python3 $B/iclr25-theory/benchmarks/ho_calibration_em.py --device cuda
 step efgpg 30 python3 $B/iclr25-rl/benchmarks/efg_pg_bench.py
+step radar 45 python3 $B/iclr25-llm/benchmarks/radar_decode.py --device cuda
+if ls .whl/compressai-*.tar.gz >/dev/null 2>&1; then
+    step compressai-build 120 python3 -m pip install -q --no-index --no-deps --no-build-isolation --target /tmp/site \
+        .whl/compressai-*.tar.gz
+    step auxt-repro 150 python3 -m iclr25.core reproduce auxt --device cuda --out "$OUT/auxt"
+    step auxt-bench 200 python3 $B/iclr25-compress/benchmarks/auxt_step.py --device cuda
+fi
 echo "### total $((SECONDS - START))s" >>"$LOG"
