@@ -69,3 +69,42 @@ def test_training_bad_input():
         train_markov(model, chain, iters=0, length=4)
     with pytest.raises(ValueError, match="one entry per run"):
         train_sweep([model], [chain, chain], [0], length=4)
+
+
+def test_sweep_batches_equal_per_chain_samples():
+    # The sweep's data contract: run r's batch at every step is exactly chains[r].sample(...) from
+    # a generator seeded like train_markov's, although all runs are drawn as one (R, n, L) tensor.
+    from iclr25.theory.markov_transformer.training import _SweepSampler
+
+    chains = [BinaryMarkovChain(0.8, 0.3), BinaryMarkovChain(0.1, 0.9, init="uniform"), BinaryMarkovChain(0.5, 0.5)]
+    seeds = [0, 1, 0]
+    draw = _SweepSampler(chains, [torch.Generator().manual_seed(s) for s in seeds], 5, 33)
+    gens = [torch.Generator().manual_seed(s) for s in seeds]
+    for _ in range(3):
+        batch = draw()
+        assert batch.shape == (3, 5, 33) and batch.dtype == torch.long
+        for r, chain in enumerate(chains):
+            assert torch.equal(batch[r], chain.sample(5, 33, generator=gens[r], backend="reference"))
+    assert not torch.equal(batch[0], batch[2])  # same seed, different chain: different sequences
+
+
+@pytest.mark.gpu
+def test_sweep_on_cuda_draws_the_same_data_and_matches_sequential():
+    # On CUDA the per-run uniform_ into a slice of the (R, n, L) buffer must consume each run's
+    # Philox stream exactly like torch.rand(n, L) in chain.sample, and the sweep must still equal
+    # sequential runs (float32 summation order only).
+    from iclr25.theory.markov_transformer.training import _SweepSampler
+
+    dev = torch.device("cuda")
+    chains, seeds = [BinaryMarkovChain(0.8, 0.8), BinaryMarkovChain(0.2, 0.3)], [0, 1]
+    draw = _SweepSampler(chains, [torch.Generator(device=dev).manual_seed(s) for s in seeds], 16, 65)
+    gens = [torch.Generator(device=dev).manual_seed(s) for s in seeds]
+    for _ in range(3):
+        batch = draw()
+        for r, chain in enumerate(chains):
+            assert torch.equal(batch[r], chain.sample(16, 65, generator=gens[r]))
+    cfg = MarkovTransformerConfig(d_model=4, max_len=16)
+    swept = train_sweep([m.to(dev) for m in _models(cfg, seeds)], chains, seeds, iters=15, length=16, eval_batch=32)
+    for model, chain, seed, res in zip(_models(cfg, seeds), chains, seeds, swept, strict=True):
+        seq = train_markov(model.to(dev), chain, iters=15, length=16, seed=seed, eval_batch=32)
+        assert abs(seq["test_loss"] - res["test_loss"]) < 1e-5

@@ -2,7 +2,8 @@
 
 Setting (the issue's, on offline synthetic data): Ni = 5 inputs, Nh = No = 3, P = 20 whitened
 Gaussian inputs, a linear teacher ``Y = T X`` with standard Gaussian ``T``, λ-balanced starts whose
-product has all singular values 1e-3, trained to t = 60 (τ = 1).
+product is a Gaussian product ``σ² G2 G1`` with σ² = 1e-3 (the method note's "random Gaussian product
+with scale σ", the author-style helper's default), trained to t = 60 (τ = 1).
 
 Measured in one run:
 
@@ -14,7 +15,8 @@ Measured in one run:
 3. ``ntk_change_vs_lambda``: kernel distance NTK(0) → NTK(60) for λ ∈ {0, 0.5, 2, 5, 20}, averaged over
    ``DRAWS`` independent (data, teacher, init) draws; holds when the mean is strictly decreasing,
    >= 0.15 at λ = 0, <= 0.01 at λ = 20, and every run reaches loss <= 1e-20. Baseline: the same
-   distances measured with plain gradient descent (lr = 1e-2, same draws).
+   distances measured with plain gradient descent (lr = 1e-2, same draws). The note also reports the
+   means for starts whose product singular values all equal 1e-3 (the helper's ``scale`` option).
 4. Report-only: time to half the initial loss vs λ (sigmoidal vs exponential) and the relative change of
    each representation for λ = +5 vs λ = −5 (shapes swapped), showing which layer's side stays put.
 
@@ -53,6 +55,28 @@ def _task(n_in: int, n_out: int, gen: torch.Generator, device: torch.device):
     T = torch.randn(n_out, n_in, generator=gen, dtype=torch.float64).to(device)
     Y = T @ X
     return X, Y, io_correlation(X, Y)
+
+
+def _product_init(lam: float, n_in: int, n_out: int, gen: torch.Generator, device: torch.device):
+    """λ-balanced weights whose product is ``σ² G2 G1`` for standard Gaussian ``G1``, ``G2`` (σ² = SCALE).
+
+    This is the method note's "random Gaussian product with scale σ" and the author-style helper's
+    default path (``w1 = σ randn``, ``w2 = σ randn``, then re-balance the SVD of ``w2 @ w1``): the product
+    keeps a Gaussian product's unequal singular values and its singular vectors, and only the split
+    between the layers is changed to make the start λ-balanced.
+    """
+    G1 = torch.randn(N_HIDDEN, n_in, generator=gen, dtype=torch.float64)
+    G2 = torch.randn(n_out, N_HIDDEN, generator=gen, dtype=torch.float64)
+    product = SCALE * (G2 @ G1)
+    s = torch.linalg.svdvals(product)[: min(n_in, N_HIDDEN, n_out)]
+    return lambda_balanced_init(
+        lam, n_in, N_HIDDEN, n_out, target=product, aligned=True, singular_values=s, generator=gen, device=device
+    )
+
+
+def _distance(W1: torch.Tensor, W2: torch.Tensor, syx: torch.Tensor, lam: float, X: torch.Tensor) -> float:
+    tr = exact_trajectory(W1, W2, syx, lam, [0.0, T_END], X=X)
+    return float(kernel_distance(ntk(tr["W1tW1"][0], tr["W2W2t"][0], X), ntk(tr["W1tW1"][-1], tr["W2W2t"][-1], X)))
 
 
 def _rel_change(a: torch.Tensor, b: torch.Tensor) -> float:
@@ -120,6 +144,7 @@ def _sweep(seed: int, device: torch.device, gd_draws: int) -> tuple[dict[str, Me
     w2_change = torch.zeros_like(dists)
     w1_change = torch.zeros_like(dists)
     losses = torch.zeros_like(dists)
+    equal_dists = torch.zeros_like(dists)
     gd_dists = torch.full((gd_draws, len(SWEEP_LAMS)), float("nan"), dtype=torch.float64)
     half_times = []
     grid = torch.linspace(0.0, T_END, 601, dtype=torch.float64)
@@ -127,7 +152,10 @@ def _sweep(seed: int, device: torch.device, gd_draws: int) -> tuple[dict[str, Me
         gen = torch.Generator().manual_seed(seed * 1000 + d)
         X, Y, syx = _task(N_IN, N_OUT, gen, device)
         for j, lam in enumerate(SWEEP_LAMS):
-            W1, W2 = lambda_balanced_init(lam, N_IN, N_HIDDEN, N_OUT, SCALE, generator=gen, device=device)
+            W1, W2 = _product_init(lam, N_IN, N_OUT, gen, device)
+            # Report-only variant: every product singular value equal to SCALE (the helper's `scale` option).
+            V1, V2 = lambda_balanced_init(lam, N_IN, N_HIDDEN, N_OUT, SCALE, generator=gen, device=device)
+            equal_dists[d, j] = _distance(V1, V2, syx, lam, X)
             times = grid if d == 0 else torch.tensor([0.0, T_END], dtype=torch.float64)
             tr = exact_trajectory(W1, W2, syx, lam, times, X=X)
             K0 = ntk(tr["W1tW1"][0], tr["W2W2t"][0], X)
@@ -163,7 +191,9 @@ def _sweep(seed: int, device: torch.device, gd_draws: int) -> tuple[dict[str, Me
                 f"mean kernel distance over {DRAWS} draws for λ = {list(SWEEP_LAMS)}; strictly decreasing: "
                 f"{strictly} ({per_draw_decreasing}/{DRAWS} draws individually); >= 0.15 at λ=0: {rich_ok}; "
                 f"<= 0.01 at λ=20: {lazy_ok}; max final loss {max_loss:.2e} (<= 1e-20: {loss_ok}); baseline: "
-                f"gradient descent (lr 1e-2) on the first {gd_draws} draws"
+                f"gradient descent (lr 1e-2) on the first {gd_draws} draws; init: λ-balanced re-split of a "
+                f"Gaussian product σ² G2 G1, σ² = {SCALE:g}; with every product singular value equal to {SCALE:g} "
+                f"instead, the means are {fmt(f'{v:.4f}' for v in equal_dists.mean(0).tolist())}"
             ),
         ),
         "sigmoidal_vs_exponential": Measurement(
@@ -176,6 +206,7 @@ def _sweep(seed: int, device: torch.device, gd_draws: int) -> tuple[dict[str, Me
         "kernel_distance_per_draw": dists.tolist(),
         "kernel_distance_mean": mean.tolist(),
         "kernel_distance_gd_mean": gd_mean.tolist(),
+        "kernel_distance_equal_spectrum_mean": equal_dists.mean(0).tolist(),
         "rel_change_W2W2t_mean": w2_change.mean(0).tolist(),
         "rel_change_W1tW1_mean": w1_change.mean(0).tolist(),
         "final_loss_max_per_lam": losses.max(0).values.tolist(),
@@ -189,7 +220,7 @@ def _sign(seed: int, device: torch.device) -> tuple[Measurement, dict]:
     rows = []
     for lam, (n_in, n_out) in ((5.0, (N_IN, N_OUT)), (-5.0, (N_OUT, N_IN))):
         X, _, syx = _task(n_in, n_out, gen, device)
-        W1, W2 = lambda_balanced_init(lam, n_in, N_HIDDEN, n_out, SCALE, generator=gen, device=device)
+        W1, W2 = _product_init(lam, n_in, n_out, gen, device)
         tr = exact_trajectory(W1, W2, syx, lam, [0.0, T_END], X=X)
         rows.append(
             {

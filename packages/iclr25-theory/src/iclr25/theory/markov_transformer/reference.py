@@ -54,7 +54,9 @@ def markov_sample_scan(uniforms: torch.Tensor, p: float, q: float, init_one: flo
     uniforms:
         ``(B, L)`` floating tensor with values in [0, 1).
     p, q, init_one:
-        As in :func:`markov_sample_reference`.
+        As in :func:`markov_sample_reference`; also accepted per row, as ``(B, 1)`` tensors for p and
+        q and a ``(B,)`` tensor for ``init_one`` in the dtype of ``uniforms`` (how
+        :func:`~iclr25.theory.markov_transformer.train_sweep` samples all runs at once).
 
     Returns
     -------

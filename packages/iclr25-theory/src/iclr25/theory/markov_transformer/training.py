@@ -19,6 +19,7 @@ from iclr25.core.progress import progress
 
 from .chain import BinaryMarkovChain, _check_length
 from .model import MarkovTransformer
+from .reference import markov_sample_scan
 
 __all__ = ["lr_factor", "train_markov", "train_sweep"]
 
@@ -148,7 +149,8 @@ def train_markov(
     opt = torch.optim.AdamW(_param_groups(model.named_parameters(), model.tied, weight_decay), lr=lr, betas=betas)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: lr_factor(s, iters, warmup))
     start = time.perf_counter()
-    losses: list[float] = []
+    # Per-step losses stay on the device until the end: a float() per step would stall the GPU queue.
+    losses = torch.empty(iters, dtype=model.embedding_vector.dtype, device=device)
     curve: list[tuple[int, float]] = []
     model.train()
     for step in progress(range(iters), desc="train_markov", total=iters):
@@ -158,7 +160,7 @@ def train_markov(
         loss.backward()
         opt.step()
         sched.step()
-        losses.append(float(loss.detach()))
+        losses[step] = loss.detach()
         if eval_every and (step + 1) % eval_every == 0 and step + 1 < iters:
             curve.append((step + 1, test_loss()))
     final = test_loss()
@@ -166,7 +168,7 @@ def train_markov(
     seconds = time.perf_counter() - start
     log.info("train_markov %s: test loss %.4f after %d steps (%.1fs)", chain, final, iters, seconds)
     return {
-        "train_loss": losses,
+        "train_loss": losses.tolist(),
         "test_loss": final,
         "eval_curve": curve,
         "unigram_entropy": chain.unigram_entropy(),
@@ -174,6 +176,34 @@ def train_markov(
         "iters": iters,
         "seconds": seconds,
     }
+
+
+class _SweepSampler:
+    """Draws the R runs' batches as one ``(R, n, length)`` tensor, run r's rows equal to ``chains[r].sample``.
+
+    Exactness costs one ``uniform_`` per run (torch has no batch of generators): those R calls write
+    into one preallocated buffer, and the Markov recursion for all R * n rows is a single loop-free
+    :func:`markov_sample_scan` with per-row (p, q, init) in float32, i.e. the same comparisons the
+    per-chain sampler makes, so the sequences are identical.
+    """
+
+    def __init__(self, chains: list[BinaryMarkovChain], gens: list[torch.Generator], n: int, length: int) -> None:
+        device = gens[0].device
+        self.gens, self.n, self.length = gens, n, length
+        self.buf = torch.empty(len(chains), n, length, dtype=torch.float32, device=device)
+
+        def rows(values: list[float]) -> torch.Tensor:
+            return torch.tensor(values, dtype=torch.float32, device=device).repeat_interleave(n)
+
+        self.p = rows([c.p for c in chains])[:, None]
+        self.q = rows([c.q for c in chains])[:, None]
+        self.init_one = rows([float(c.initial()[1]) for c in chains])
+
+    def __call__(self) -> torch.Tensor:
+        for r, gen in enumerate(self.gens):
+            self.buf[r].uniform_(0.0, 1.0, generator=gen)  # what torch.rand(n, length, generator=gen) draws
+        flat = self.buf.view(-1, self.length)
+        return markov_sample_scan(flat, self.p, self.q, self.init_one).view(len(self.gens), self.n, self.length)
 
 
 def train_sweep(
@@ -196,6 +226,11 @@ def train_sweep(
     starts from ``models[r]``'s weights; AdamW is elementwise, so the R runs stay independent and
     match R sequential :func:`train_markov` calls up to floating-point summation order. The input
     models are not modified.
+
+    One step is a fixed number of whole-sweep tensor ops whatever R is: the R batches are drawn as
+    one ``(R, batch, length + 1)`` tensor (one ``uniform_`` per run for the per-run seeds, then a
+    single Markov recursion), one vmapped forward/backward, one AdamW over the stacked ``(R, ...)``
+    parameters, and the per-step losses stay on the device until the end (no host sync in the loop).
 
     Parameters
     ----------
@@ -231,15 +266,11 @@ def train_sweep(
         )
     params, _ = torch.func.stack_module_state(list(models))
     device = base.embedding_vector.device
+    n_runs = len(models)
     train_gens = [torch.Generator(device=device).manual_seed(s) for s in seeds]
-    test = torch.stack(
-        [
-            c.sample(
-                eval_batch, length + 1, generator=torch.Generator(device=device).manual_seed(s + _TEST_SEED_OFFSET)
-            )
-            for c, s in zip(chains, seeds, strict=True)
-        ]
-    )
+    test_gens = [torch.Generator(device=device).manual_seed(s + _TEST_SEED_OFFSET) for s in seeds]
+    test = _SweepSampler(list(chains), test_gens, eval_batch, length + 1)()
+    draw = _SweepSampler(list(chains), train_gens, batch, length + 1)
 
     def run_losses(p: dict[str, torch.Tensor], seqs: torch.Tensor) -> torch.Tensor:
         logits = torch.func.functional_call(base, p, (seqs[:, :-1],), {"check": False})
@@ -249,21 +280,20 @@ def train_sweep(
     groups = _param_groups(params.items(), base.tied, weight_decay)
     opt = torch.optim.AdamW(groups, lr=lr, betas=betas)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: lr_factor(s, iters, warmup))
-    curves: list[list[float]] = [[] for _ in models]
+    log_losses = torch.empty(iters, n_runs, dtype=base.embedding_vector.dtype, device=device)
     start = time.perf_counter()
-    for _ in progress(range(iters), desc="train_sweep", total=iters):
-        seqs = torch.stack([c.sample(batch, length + 1, generator=g) for c, g in zip(chains, train_gens, strict=True)])
-        losses = losses_of(params, seqs)
+    for step in progress(range(iters), desc="train_sweep", total=iters):
+        losses = losses_of(params, draw())
         opt.zero_grad(set_to_none=True)
         losses.sum().backward()  # runs share no parameters, so each gets its own gradient
         opt.step()
         sched.step()
-        for curve, value in zip(curves, losses.detach().tolist(), strict=True):
-            curve.append(value)
+        log_losses[step] = losses.detach()
     with torch.no_grad():
         final = losses_of(params, test).tolist()
+    curves = log_losses.T.tolist()
     seconds = time.perf_counter() - start
-    log.info("train_sweep: %d runs x %d steps in %.1fs", len(models), iters, seconds)
+    log.info("train_sweep: %d runs x %d steps in %.1fs", n_runs, iters, seconds)
     return [
         {
             "train_loss": curves[r],
@@ -274,5 +304,5 @@ def train_sweep(
             "seconds": seconds,
             "state": {k: v[r].detach().clone() for k, v in params.items()},
         }
-        for r in range(len(models))
+        for r in range(n_runs)
     ]
