@@ -136,11 +136,13 @@ def test_edm_loss_recovers_optimal_denoiser():
     torch.set_num_threads(1)  # tiny tensors: threading only adds overhead
     mu, s = torch.tensor([1.0, -0.5]), torch.tensor([0.3, 0.8])
     model = LinearGaussDenoiser()
-    opt = torch.optim.Adam(model.parameters(), lr=3e-2)
-    sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, 2000)  # decay removes the SGD noise floor
+    # 800 steps of 1 024 samples (the note's 2 000 x 512 took twice as long for the same fit: the loop
+    # is Python-bound, not size-bound); measured errors 0.7 % (mean) and 0.2 % (variance) vs 5 %
+    opt = torch.optim.Adam(model.parameters(), lr=5e-2)
+    sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, 800)  # decay removes the SGD noise floor
     g = torch.Generator().manual_seed(1)
-    for _step in range(2000):
-        x0 = mu + s * torch.randn(512, 2, generator=g)
+    for _step in range(800):
+        x0 = mu + s * torch.randn(1024, 2, generator=g)
         loss = losses.edm_loss(model, x0, generator=g).mean()
         opt.zero_grad()
         loss.backward()

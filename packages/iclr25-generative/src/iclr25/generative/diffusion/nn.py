@@ -52,6 +52,10 @@ def _gn_supports(x, num_groups, weight, bias, scale, shift, eps=1e-5) -> list[st
         reasons.append(f"x dtype must be float32/float16/bfloat16, got {x.dtype}")
     if (scale is None) != (shift is None) or (weight is None) != (bias is None):
         reasons.append("scale/shift and weight/bias must be given in pairs")
+    from .kernels import MAX_CHANNELS_PER_GROUP
+
+    if x.dim() >= 2 and num_groups and x.shape[1] // num_groups > MAX_CHANNELS_PER_GROUP:
+        reasons.append(f"channels per group must be <= {MAX_CHANNELS_PER_GROUP}, got {x.shape[1] // num_groups}")
     return reasons
 
 
@@ -249,8 +253,9 @@ class SpatialTransformer(nn.Module):
 class ResBlock(nn.Module):
     """GroupNorm -> SiLU -> Conv3x3 -> [GroupNorm, FiLM(emb), SiLU] -> Dropout -> Conv3x3, + 1x1 skip.
 
-    The bracket is one fused op (:func:`groupnorm_film_silu`); ``film=False`` adds the projected
-    embedding to the features instead (DDPM style).
+    The bracket is one fused op (:func:`groupnorm_film_silu`), and so is the first GroupNorm -> SiLU
+    (the same op without FiLM); ``film=False`` adds the projected embedding to the features instead
+    (DDPM style).
     """
 
     def __init__(self, cin: int, cout: int, emb_dim: int, dropout: float = 0.0, film: bool = True) -> None:
@@ -266,7 +271,9 @@ class ResBlock(nn.Module):
         self.backend = "auto"
 
     def forward(self, x: torch.Tensor, emb: torch.Tensor) -> torch.Tensor:
-        h = self.conv1(F.silu(self.norm1(x)))
+        n = self.norm1
+        # the first pre-activation is the same op without FiLM: fused too, so both run on one backend
+        h = self.conv1(groupnorm_film_silu(x, n.num_groups, n.weight, n.bias, eps=n.eps, backend=self.backend))
         e = self.emb_proj(F.silu(emb))
         if self.film:
             scale, shift = e.chunk(2, dim=1)
@@ -364,6 +371,7 @@ class UNet2D(nn.Module):
         self.norm_out = nn.GroupNorm(_groups(cur), cur)
         self.conv_out = nn.Conv2d(cur, out_ch, 3, padding=1)
         self.num_res_blocks = num_res_blocks
+        self.backend = "auto"
 
     def _block(self, cin, cout, emb_dim, dropout, film, heads, key, lvl) -> nn.ModuleDict:
         self.block_channels[key] = cout
@@ -399,7 +407,7 @@ class UNet2D(nn.Module):
     def set_backend(self, backend: str) -> None:
         """Backend of the fused ResBlock pre-activation: ``"auto"``, ``"reference"`` or ``"triton"``."""
         for m in self.modules():
-            if isinstance(m, ResBlock):
+            if isinstance(m, (ResBlock, UNet2D)):
                 m.backend = backend
 
     # -- forward ----------------------------------------------------------------------------
@@ -485,7 +493,8 @@ class UNet2D(nn.Module):
                 h = self._run(next(blocks), f"up.{lvl}.{j}", torch.cat([h, hs.pop()], 1), emb, context, context_mask)
             if lvl > 0:
                 h = next(ups)(F.interpolate(h, scale_factor=2.0, mode="nearest"))
-        return self.conv_out(F.silu(self.norm_out(h)))
+        n = self.norm_out
+        return self.conv_out(groupnorm_film_silu(h, n.num_groups, n.weight, n.bias, eps=n.eps, backend=self.backend))
 
 
 class TemporalAttention(nn.Module):

@@ -226,19 +226,25 @@ def ddim_invert(
 
     Each step maps x_t to x_{t_next} = sqrt(ab_next) x0_hat + sqrt(1 - ab_next) eps, with eps
     evaluated at the target step (t_next) on the current sample, the usual approximation
-    (Dhariwal & Nichol 2021; null-text inversion). ``fixed_point_iters > 0`` refines eps at the
-    new sample so that one :func:`ddim_sample` step maps it back exactly in the limit.
+    (Dhariwal & Nichol 2021; null-text inversion); it is not the exact inverse of the eta = 0
+    step, whose eps is taken at x_{t_next} itself. ``fixed_point_iters = k`` solves that implicit
+    equation by k fixed-point iterations, x_{t_next} <- step(x_t, eps(x_{t_next}, t_next)), so one
+    :func:`ddim_sample` step maps the result back exactly in the limit (the iteration contracts
+    when the step is small compared with eps's Lipschitz scale). Cost: 1 + k network calls a step.
 
     Parameters
     ----------
     x0: (B, ...) clean sample (VP space).
     steps: number of timesteps, as passed to :func:`ddim_sample`.
+    fixed_point_iters: refinements of each step (0 = the usual one-call inversion).
 
     Returns
     -------
     (B, ...) latent at t = T-1 (and the trajectory when ``return_trajectory``).
     """
     _check_init("x0", x0)
+    if fixed_point_iters < 0:
+        raise ValueError(f"fixed_point_iters must be >= 0, got {fixed_point_iters}")
     cond = cond or {}
     ts = schedule.timesteps(steps)[::-1]  # ascending
     x, traj = x0, [x0]
@@ -247,11 +253,11 @@ def ddim_invert(
         ab_p, ab = _ab(schedule, prev, x), _ab(schedule, t, x)
         tt = torch.full((x.shape[0],), t, device=x.device, dtype=torch.long)
         eps = eps_net(x, tt, **cond)
-        x_new = x
-        for _ in range(fixed_point_iters + 1):
+        for k in range(fixed_point_iters + 1):
             x0_hat = (x - math.sqrt(1 - ab_p) * eps) / math.sqrt(ab_p)
             x_new = math.sqrt(ab) * x0_hat + math.sqrt(1 - ab) * eps
-            eps = eps_net(x_new, tt, **cond)
+            if k < fixed_point_iters:  # no call after the last update: its eps would go unused
+                eps = eps_net(x_new, tt, **cond)
         x, prev = x_new, t
         if return_trajectory:
             traj.append(x)
