@@ -68,6 +68,8 @@ step lif 30 python3 $B/iclr25-neuro/benchmarks/spiking_lif.py --device cuda
 step topoloss 30 python3 $B/iclr25-neuro/benchmarks/topoloss_overhead.py --device cuda --d 768
 step hocal 30 python3 $B/iclr25-theory/benchmarks/ho_calibration_em.py --device cuda
 step efgpg 30 python3 $B/iclr25-rl/benchmarks/efg_pg_bench.py
+step chat 60 python3 $B/iclr25-llm/benchmarks/bench_hf_generate.py --device cuda --size 100m --prompts 64 \
+    --new-tokens 128 --batch 32
 step radar 45 python3 $B/iclr25-llm/benchmarks/radar_decode.py --device cuda
 if ls .whl/compressai-*.tar.gz >/dev/null 2>&1; then
     step compressai-build 120 python3 -m pip install -q --no-index --no-deps --no-build-isolation --target /tmp/site \
