@@ -1,5 +1,7 @@
 """Triton kernels under TRITON_INTERPRET=1 against their torch references (37 vectors)."""
 
+import math
+
 import pytest
 import torch
 
@@ -45,3 +47,111 @@ def test_auto_backend_uses_the_reference_on_cpu():
     a = em.log_likelihood(y, generator=torch.Generator().manual_seed(0))
     b = em.log_likelihood(y, generator=torch.Generator().manual_seed(0), backend="reference")
     assert torch.equal(a, b)
+
+
+def _mixture_inputs(B, N, n, K, seed):
+    g = torch.Generator().manual_seed(seed)
+    y = (2 * torch.randn(B, n, generator=g)).round()
+    u = torch.rand(N, n, generator=g) - 0.5
+    logw = torch.log_softmax(torch.randn(n, K, generator=g), -1)
+    mu = torch.randn(n, K, generator=g)
+    logs = 0.4 * torch.randn(n, K, generator=g)
+    gout = torch.randn(B, generator=g)  # a generic upstream gradient, both signs
+    return y, u, logw, mu, logs, gout
+
+
+def _gradient_tolerances(y, u, logw, mu, logs, gout):
+    """Float32 error bounds for each gradient entry, from float64 per-term magnitudes.
+
+    Every gradient entry is a sum of ``m`` terms (``m = N·K`` for ŷ, ``m = B·N`` for a parameter).
+    Summing in float32 in any order errs by at most ``m·ε·Σ|term|``; each term is itself a product
+    of ``exp(s − lse)`` and ``exp(comp − lpc)`` whose arguments carry absolute errors of about
+    ``ε·(Σ_c |lpc| + |lse|)``, a relative error of the term. Hence
+    ``tol = ε·(m + 4·A + 16)·Σ|term|`` with ``A = max (Σ_c |lpc| + |lse|)``.
+    """
+    y, u, logw, mu, logs, gout = (t.double() for t in (y, u, logw, mu, logs, gout))
+    t = y[:, None, :, None] + u[None, :, :, None]  # (B, N, n, 1)
+    z = (t - mu) * torch.exp(-logs)
+    comp = logw - logs - 0.5 * z * z - 0.5 * math.log(2 * math.pi)
+    lpc = torch.logsumexp(comp, -1)  # (B, N, n)
+    s = lpc.sum(-1)
+    lse = torch.logsumexp(s, -1)
+    w = (gout[:, None] * torch.exp(s - lse[:, None]))[..., None, None] * torch.exp(comp - lpc[..., None])
+    aw = w.abs()
+    sums = {
+        "y": (aw * z.abs() * torch.exp(-logs)).sum((1, 3)),
+        "logw": aw.sum((0, 1)),
+        "mu": (aw * z.abs() * torch.exp(-logs)).sum((0, 1)),
+        "logs": (aw * (z * z - 1).abs()).sum((0, 1)),
+    }
+    B, N, _, K = w.shape
+    A = float((lpc.abs().sum(-1) + lse.abs()[:, None]).max())
+    eps = torch.finfo(torch.float32).eps
+    m = {"y": N * K, "logw": B * N, "mu": B * N, "logs": B * N}
+    return {k: eps * (m[k] + 4 * A + 16) * v for k, v in sums.items()}
+
+
+def _grads(fn, y, u, logw, mu, logs, gout):
+    leaves = [t.clone().requires_grad_(True) for t in (y, logw, mu, logs)]
+    out = fn(leaves[0], u, *leaves[1:])
+    torch.autograd.backward(out, gout.to(out.dtype))
+    return out.detach(), dict(zip(("y", "logw", "mu", "logs"), (t.grad for t in leaves), strict=True))
+
+
+@pytest.mark.triton
+@pytest.mark.parametrize("B,N,n,K", [(37, 19, 8, 3), (5, 7, 3, 5)])
+def test_fused_backward_equals_autograd_of_reference(B, N, n, K):
+    from iclr25.compress.ltc.kernels import mixture_mc_log_likelihood_triton
+
+    inputs = _mixture_inputs(B, N, n, K, seed=B)
+    tol = _gradient_tolerances(*inputs)
+    _, exact = _grads(mixture_mc_log_likelihood_reference, *(t.double() for t in inputs))
+    out32, ref = _grads(mixture_mc_log_likelihood_reference, *inputs)
+    fused_out, fused = _grads(mixture_mc_log_likelihood_triton, *inputs)
+    assert torch.allclose(fused_out, out32, atol=1e-5, rtol=0)
+    for k in exact:
+        assert fused[k].dtype == torch.float32 and fused[k].shape == exact[k].shape
+        # the bound is met by torch's own float32 autograd, and must be met by the fused kernel
+        assert ((ref[k].double() - exact[k]).abs() <= tol[k]).all(), k
+        err = (fused[k].double() - exact[k]).abs()
+        assert (err <= tol[k]).all(), (k, float((err / tol[k]).max()))
+        # and the bound is informative: far below the gradient's own size
+        assert float(tol[k].max()) < 1e-2 * float(exact[k].abs().max()), k
+
+
+@pytest.mark.triton
+def test_fused_backward_through_the_entropy_model():
+    torch.manual_seed(0)
+    lat = lattice("E8")
+    y = (2 * torch.randn(21, 8)).requires_grad_(True)
+    grads = {}
+    for backend in ("reference", "triton"):
+        dens = MixtureDensity(8)
+        with torch.no_grad():
+            for p in dens.parameters():
+                p.copy_(torch.linspace(-0.5, 0.5, p.numel()).reshape(p.shape))
+        em = LatticeEntropyModel(lat, dens, n_samples=11)
+        y_hat = y + (lat.quantize(y.detach()) - y).detach()  # STE, as in training
+        bits = em.bits(y_hat, generator=torch.Generator().manual_seed(3)) if backend == "reference" else None
+        log_p = em.log_likelihood(y_hat, generator=torch.Generator().manual_seed(3), backend=backend)
+        if bits is not None:
+            assert torch.allclose(bits, -log_p.detach() / math.log(2.0))
+        (gy,) = torch.autograd.grad(log_p.sum(), y, retain_graph=True)
+        log_p.sum().backward()
+        grads[backend] = [gy] + [p.grad.clone() for p in dens.parameters()]
+    for a, b in zip(grads["reference"], grads["triton"], strict=True):
+        assert torch.allclose(a, b, atol=1e-4, rtol=1e-4)
+        assert a.abs().max() > 1e-3  # the parameters do receive gradient
+
+
+@pytest.mark.triton
+def test_fused_path_refuses_differentiable_samples():
+    from iclr25.core.triton import BackendUnavailableError
+
+    dens = MixtureDensity(2)
+    u = torch.zeros(4, 2, requires_grad=True)
+    logw, mu, logs = dens.params()
+    from iclr25.compress.ltc.entropy import MC_LOG_LIKELIHOOD
+
+    with pytest.raises(BackendUnavailableError, match="u requires grad"):
+        MC_LOG_LIKELIHOOD(torch.zeros(3, 2), u, logw, mu, logs, backend="triton")

@@ -38,10 +38,11 @@ def _triton_mixture(y_hat, u, logw, mu, log_scale):
 
 def _triton_limits(y_hat, u, logw, mu, log_scale) -> list[str]:
     reasons = []
-    if any(t.requires_grad for t in (y_hat, u, logw, mu, log_scale)) and torch.is_grad_enabled():
-        reasons.append("the fused kernel is forward-only; inputs require grad")
-    if y_hat.dtype != torch.float32:
-        reasons.append(f"the fused kernel takes float32, got {y_hat.dtype}")
+    if u.requires_grad and torch.is_grad_enabled():
+        reasons.append("the fused backward treats the Voronoi samples u as constants; u requires grad")
+    dtypes = {t.dtype for t in (y_hat, u, logw, mu, log_scale)}
+    if dtypes != {torch.float32}:
+        reasons.append(f"the fused kernel takes float32 inputs, got {sorted(str(d) for d in dtypes)}")
     if y_hat.shape[-1] > 64 or logw.shape[-1] > 16:
         reasons.append("the fused kernel supports n <= 64 channels and K <= 16 components")
     return reasons

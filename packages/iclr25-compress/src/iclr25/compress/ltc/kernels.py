@@ -4,7 +4,22 @@
   in registers, including the D8 parity fix and the equivariant tie-break, and keeps the nearest.
 * ``mixture_mc_log_likelihood_triton``: the joint MC cell log-probability for a per-channel
   Gaussian mixture, streaming over the ``N`` Voronoi samples with an online logsumexp so the
-  ``(B, N, n)`` tensor is never materialized. Forward only (evaluation / bitstream building).
+  ``(B, N, n)`` tensor is never materialized, with a fused backward (``_MixtureLL``, an
+  ``autograd.Function``): it saves only the inputs and the ``(B,)`` output, recomputes every
+  per-sample quantity in registers and returns gradients for ``y_hat`` and the mixture
+  parameters ``logw, mu, log_scale``.
+
+Backward math (``w_bick = g_b · a_bi · r_bick`` with ``g`` the upstream gradient,
+``a_bi = exp(s_bi − lse_b)`` the posterior over MC samples, ``r_bick`` the posterior over
+components and ``z = (ŷ + u − μ)/σ``)::
+
+    ∂/∂ŷ_bc  = −Σ_{i,k} w z / σ        ∂/∂logw_ck = Σ_{b,i} w
+    ∂/∂μ_ck  =  Σ_{b,i} w z / σ        ∂/∂logσ_ck = Σ_{b,i} w (z² − 1)
+
+Parameter gradients are per-program partial sums (one ``(n, K)`` slab per block of rows) that a
+final ``torch.sum`` reduces: a fixed summation order, so the backward is deterministic (no atomics).
+The Voronoi samples ``u`` get no gradient (they are constants of the estimator; the dispatcher
+refuses the fused path when ``u`` requires grad).
 
 Import guarded: without Triton this module defines nothing callable. Set ``TRITON_INTERPRET=1``
 before importing it to run the kernels on CPU tensors (slow; used by the tests).
@@ -19,6 +34,9 @@ import torch
 from iclr25.core.triton import triton_available
 
 __all__ = ["e8_quantize_triton", "mixture_mc_log_likelihood_triton"]
+
+_BLOCK_B_FWD = 32
+_BLOCK_B_BWD = 32
 
 if triton_available():
     import triton
@@ -105,6 +123,61 @@ if triton_available():
             m = m_new
         tl.store(out_ptr + rows, m + tl.log(acc) - log_n, mask=rmask)
 
+    @triton.jit
+    def _mixture_ll_bwd_kernel(
+        y_ptr, u_ptr, logw_ptr, mu_ptr, logs_ptr, out_ptr, gout_ptr,
+        dy_ptr, dlw_ptr, dmu_ptr, dls_ptr, B, N, n, log_n,
+        K: tl.constexpr, BLOCK_B: tl.constexpr, BLOCK_C: tl.constexpr, BLOCK_K: tl.constexpr,
+    ):  # fmt: skip
+        # Tiles are (rows, channels, components); padded components get comp = -inf (zero posterior),
+        # padded channels and rows get zero weight, so they add nothing to any gradient.
+        pid = tl.program_id(0)
+        rows = pid * BLOCK_B + tl.arange(0, BLOCK_B)
+        ch = tl.arange(0, BLOCK_C)
+        ks = tl.arange(0, BLOCK_K)
+        rmask = rows < B
+        cmask = ch < n
+        kmask = ks < K
+        pmask = cmask[:, None] & kmask[None, :]
+        poff = ch[:, None] * K + ks[None, :]
+        lw = tl.load(logw_ptr + poff, mask=pmask, other=0.0)
+        mu = tl.load(mu_ptr + poff, mask=pmask, other=0.0)
+        ls = tl.load(logs_ptr + poff, mask=pmask, other=0.0)
+        inv_s = tl.exp(-ls)
+        base = lw - ls - 0.9189385332046727
+        y = tl.load(y_ptr + rows[:, None] * n + ch[None, :], mask=rmask[:, None] & cmask[None, :], other=0.0)
+        lse = tl.load(out_ptr + rows, mask=rmask, other=0.0) + log_n
+        g = tl.load(gout_ptr + rows, mask=rmask, other=0.0)
+        kvalid = kmask[None, None, :]
+        cvalid = cmask[None, :, None]
+        acc_w = tl.zeros((BLOCK_B, BLOCK_C, BLOCK_K), tl.float32)
+        acc_wz = tl.zeros((BLOCK_B, BLOCK_C, BLOCK_K), tl.float32)
+        acc_wzz = tl.zeros((BLOCK_B, BLOCK_C, BLOCK_K), tl.float32)
+        for i in range(0, N):
+            u = tl.load(u_ptr + i * n + ch, mask=cmask, other=0.0)
+            t = y + u[None, :]
+            z = (t[:, :, None] - mu[None, :, :]) * inv_s[None, :, :]
+            comp = tl.where(kvalid, base[None, :, :] - 0.5 * z * z, -float("inf"))
+            cm = tl.max(comp, axis=2)
+            e = tl.exp(comp - cm[:, :, None])
+            cs = tl.sum(e, axis=2)
+            lpc = tl.where(cmask[None, :], cm + tl.log(cs), 0.0)
+            s = tl.sum(lpc, axis=1)
+            # where, not a product: exp(s - lse) of a padded row may overflow, and 0 * inf is NaN
+            a = tl.where(rmask, g * tl.exp(s - lse), 0.0)
+            w = tl.where(cvalid, a[:, None, None] * (e / cs[:, :, None]), 0.0)
+            wz = w * z
+            acc_w += w
+            acc_wz += wz
+            acc_wzz += wz * z
+        dy = -tl.sum(acc_wz * inv_s[None, :, :], axis=2)
+        tl.store(dy_ptr + rows[:, None] * n + ch[None, :], dy, mask=rmask[:, None] & cmask[None, :])
+        sw = tl.sum(acc_w, axis=0)
+        slab = pid * n * K + poff
+        tl.store(dlw_ptr + slab, sw, mask=pmask)
+        tl.store(dmu_ptr + slab, tl.sum(acc_wz, axis=0) * inv_s, mask=pmask)
+        tl.store(dls_ptr + slab, tl.sum(acc_wzz, axis=0) - sw, mask=pmask)
+
 
 def _generic_w(device: torch.device) -> torch.Tensor:
     return torch.tensor([math.sqrt(2.0 + k) + k * math.pi for k in range(8)], device=device, dtype=torch.float32)
@@ -122,19 +195,69 @@ def e8_quantize_triton(y: torch.Tensor, block: int = 64) -> torch.Tensor:
     return out
 
 
+def _mixture_ll_forward(y, u, logw, mu, logs) -> torch.Tensor:
+    B, n = y.shape
+    out = torch.empty(B, device=y.device, dtype=torch.float32)
+    if B:
+        grid = (triton.cdiv(B, _BLOCK_B_FWD),)
+        _mixture_ll_kernel[grid](
+            y, u, logw, mu, logs, out, B, u.shape[0], n, math.log(u.shape[0]),
+            K=logw.shape[1], BLOCK_B=_BLOCK_B_FWD, BLOCK_C=triton.next_power_of_2(n),
+        )  # fmt: skip
+    return out
+
+
+def _mixture_ll_backward(y, u, logw, mu, logs, out, grad_out):
+    B, n = y.shape
+    K = logw.shape[1]
+    programs = triton.cdiv(B, _BLOCK_B_BWD)
+    dy = torch.zeros_like(y)
+    parts = torch.zeros(3, max(programs, 1), n, K, device=y.device, dtype=torch.float32)
+    if B:
+        _mixture_ll_bwd_kernel[(programs,)](
+            y, u, logw, mu, logs, out, grad_out, dy, parts[0], parts[1], parts[2],
+            B, u.shape[0], n, math.log(u.shape[0]),
+            K=K, BLOCK_B=_BLOCK_B_BWD, BLOCK_C=triton.next_power_of_2(n), BLOCK_K=triton.next_power_of_2(K),
+        )  # fmt: skip
+    dlw, dmu, dls = parts.sum(1)  # the final, fixed-order reduction of the per-program partials
+    return dy, dlw, dmu, dls
+
+
+class _MixtureLL(torch.autograd.Function):
+    """Fused forward and backward; saves the inputs and the ``(B,)`` output, nothing of size ``B·N``."""
+
+    @staticmethod
+    def forward(ctx, y, u, logw, mu, logs):
+        args = [t.detach().float().contiguous() for t in (y, u, logw, mu, logs)]
+        out = _mixture_ll_forward(*args)
+        ctx.save_for_backward(*args, out)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad_out):
+        y, u, logw, mu, logs, out = ctx.saved_tensors
+        need = ctx.needs_input_grad
+        if not (need[0] or need[2] or need[3] or need[4]):
+            return None, None, None, None, None
+        dy, dlw, dmu, dls = _mixture_ll_backward(y, u, logw, mu, logs, out, grad_out.float().contiguous())
+        return (
+            dy if need[0] else None,
+            None,
+            dlw if need[2] else None,
+            dmu if need[3] else None,
+            dls if need[4] else None,
+        )
+
+
 def mixture_mc_log_likelihood_triton(
     y_hat: torch.Tensor, u: torch.Tensor, logw: torch.Tensor, mu: torch.Tensor, log_scale: torch.Tensor
 ) -> torch.Tensor:
-    """Fused joint MC log-likelihood; same contract as the reference (forward only), ``(B,)``."""
-    B, n = y_hat.shape
-    K = logw.shape[1]
-    out = torch.empty(B, device=y_hat.device, dtype=torch.float32)
-    if B:
-        block_b = 32
-        args = [t.detach().float().contiguous() for t in (y_hat, u, logw, mu, log_scale)]
-        grid = (triton.cdiv(B, block_b),)
-        _mixture_ll_kernel[grid](
-            *args, out, B, u.shape[0], n, math.log(u.shape[0]),
-            K=K, BLOCK_B=block_b, BLOCK_C=triton.next_power_of_2(n),
-        )  # fmt: skip
-    return out
+    """Fused joint MC log-likelihood, ``(B,)``; same contract as the reference.
+
+    Differentiable in ``y_hat``, ``logw``, ``mu`` and ``log_scale`` through a fused Triton backward
+    (``u`` is treated as a constant). Memory is ``O(B·n + n·K·B/32)`` instead of the reference's
+    ``O(B·N·n·K)`` saved activations.
+    """
+    if u.requires_grad and torch.is_grad_enabled():
+        raise ValueError("u (the Voronoi samples) must not require grad: the fused backward treats it as a constant")
+    return _MixtureLL.apply(y_hat, u, logw, mu, log_scale)

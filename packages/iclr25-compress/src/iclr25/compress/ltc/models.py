@@ -198,7 +198,15 @@ class BlockLTC(nn.Module):
         Lattice of dimension ``n`` (the block length).
     hidden:
         MLP width of the per-sample transforms and of the companders.
-    density, n_samples, transform, activation, quantizer_mode, estimator:
+    activation:
+        MLP activation of the per-sample transforms and companders. The default is LeakyReLU, the
+        official ``BlockLTC``'s per-sample activation: with Softplus in both stacked MLPs the
+        default initialization leaves the block latents with a spread of ~1e-3 of the unit cell,
+        every block falls in one lattice cell, the rate term then concentrates the density on that
+        cell and training stays at zero rate (D = σ²); LeakyReLU's larger gain lets the
+        straight-through distortion gradient spread the latents out of that cell. (The official
+        companders use Softplus; with LeakyReLU only in the per-sample MLPs training still collapsed.)
+    density, n_samples, transform, quantizer_mode, estimator:
         As in :class:`LTC`.
     """
 
@@ -211,7 +219,7 @@ class BlockLTC(nn.Module):
         density: str = "factorized",
         n_samples: int = 256,
         transform: str = "mlp",
-        activation: str = "softplus",
+        activation: str = "leaky_relu",
         quantizer_mode: str = "ste",
         estimator: str = "joint",
     ) -> None:
