@@ -6,9 +6,9 @@ batched torch call; the official code loops over candidates in Python, one binar
 (reproduced here with :func:`iclr25.llm.arb.binarize`). Prints both times and their ratio,
 measured in this run.
 
-The issue's GPU figures (the Triton search kernel, target >= 5x over torch on a 4096x4096 layer,
-and a packed 1-bit GEMV, not implemented) cannot be measured on this CPU-only machine. With
+The Triton search kernel (target >= 5x over torch on a 4096x4096 layer) needs a GPU: with
 ``--device cuda`` the Triton backend of :func:`iclr25.llm.arb.threshold_search` is timed too.
+The packed 1-bit GEMV has its own benchmark, ``benchmarks/arb_gemv.py``.
 
 Usage::
 

@@ -16,6 +16,7 @@ columns too: the column-group bitmap) with GPTQ error feedback, layer by layer::
 
 from .binarize import METHODS, BinarizationResult, binarize, nearest_pair, output_error, sign
 from .layer import BinarizedLinear
+from .packed import PackedBinaryLinear, PackedBinaryWeight, pack_groups, packed_gemv
 from .pipeline import ARBReport, arb_quantize_model, billm_quantize_model, pbllm_quantize_model
 from .quantizer import ARBConfig, ARBQuantizer, BlockResult, LayerResult, block_bits, pbllm_quantize
 from .search import threshold_search
@@ -29,12 +30,16 @@ __all__ = [
     "BinarizedLinear",
     "BlockResult",
     "LayerResult",
+    "PackedBinaryLinear",
+    "PackedBinaryWeight",
     "arb_quantize_model",
     "billm_quantize_model",
     "binarize",
     "block_bits",
     "nearest_pair",
     "output_error",
+    "pack_groups",
+    "packed_gemv",
     "pbllm_quantize",
     "pbllm_quantize_model",
     "sign",

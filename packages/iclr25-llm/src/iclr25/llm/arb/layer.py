@@ -8,6 +8,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .binarize import BinarizationResult
+from .packed import PackedBinaryLinear, PackedBinaryWeight, pack_groups
 from .quantizer import LayerResult
 
 __all__ = ["BinarizedLinear"]
@@ -111,6 +112,18 @@ class BinarizedLinear(nn.Module):
             groups.append((d["start"], g))
         bias = packed["bias"]
         return cls(packed["in_features"], packed["out_features"], groups, None if bias is None else bias.float())
+
+    def pack_bits(self) -> PackedBinaryWeight:
+        """The GEMV layout: sign words, bitmaps and fp16 scales (see :mod:`iclr25.llm.arb.packed`).
+
+        Unlike :meth:`pack` (a per-group archive), this stores each weight once: for the default
+        partition its bits equal the hand count of :func:`~iclr25.llm.arb.block_bits`.
+        """
+        return pack_groups(self.in_features, self.out_features, self.groups, self.bias)
+
+    def to_packed(self, backend: str = "auto") -> PackedBinaryLinear:
+        """A :class:`~iclr25.llm.arb.PackedBinaryLinear` computing this layer from the bits."""
+        return PackedBinaryLinear(self.pack_bits(), backend=backend)
 
     def extra_repr(self) -> str:
         return f"in_features={self.in_features}, out_features={self.out_features}, groups={len(self.groups)}"
