@@ -52,7 +52,7 @@ def _numpy_reference(model: BarrelCortexRSNN, x: np.ndarray, update: str) -> np.
     for t in range(t_steps):
         prev = list(ss)
         for i in range(n_pop):
-            cur = thal[t] @ w_in[:, sl[i]] * gain
+            cur = thal[t] @ w_in[:, sl[i]]  # the thalamus is not scaled, so no gain
             for j in range(n_pop):
                 src = ss[j] if (update == "sequential" and j < i) else prev[j]
                 cur = cur + sign[j] * (src @ w[sl[j], sl[i]]) * gain

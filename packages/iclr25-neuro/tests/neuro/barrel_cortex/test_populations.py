@@ -92,3 +92,41 @@ def test_dale_and_masks_after_20_steps():
 def test_bad_specs(kwargs, match):
     with pytest.raises(ValueError, match=match):
         ConnectivitySpec([3, 2], ["E", "I"], **kwargs)
+
+
+def test_weights_are_projected_not_clamped_in_the_graph():
+    # RSNN_bfd clamps weight.data in place: a weight pushed below 0 sits at exactly 0 and still gets
+    # gradient, so it can grow again (a differentiable clamp would give it zero gradient forever)
+    model = BarrelCortexRSNN(scale=0.05, seed=3)
+    c = model.cortex
+    pre, post = torch.nonzero(c.mask)[0].tolist()
+    pre_in, post_in = torch.nonzero(c.mask_in)[0].tolist()
+    with torch.no_grad():
+        c.weight[pre, post] = -0.3
+        c.weight_in[pre_in, post_in] = 1.7
+    w, w_in = c.effective_weights()
+    assert c.weight[pre, post] == 0 and c.weight_in[pre_in, post_in] == 1
+    assert c.weight.min() >= 0 and c.weight.max() <= 1 and c.weight_in.min() >= 0 and c.weight_in.max() <= 1
+    (w.sum() + w_in.sum()).backward()
+    assert c.weight.grad[pre, post] == c.sign[pre] * c.gain and c.weight_in.grad[pre_in, post_in] == 1
+
+
+@pytest.mark.parametrize("scale", [0.05, 0.2])
+def test_thalamic_weights_carry_no_scale_gain(scale):
+    # the 200 thalamic neurons are not scaled, so the expected thalamic input per cortical neuron is
+    # already that of the full column; only recurrent weights are divided by scale
+    c = BarrelCortexRSNN(scale=scale, seed=0).cortex
+    w, w_in = c.effective_weights()
+    torch.testing.assert_close(w_in, c.weight_in * c.mask_in, rtol=0, atol=0)
+    torch.testing.assert_close(w, c.weight * c.mask * c.sign[:, None] / scale, rtol=1e-6, atol=0)
+
+
+def test_input_layers_use_xavier_init():
+    # RSNN_bfd re-initialises fc_f, fc_t, fc2_1 and fc2_2 Xavier-uniform: bound sqrt(6 / (fan_in + fan_out))
+    model = BarrelCortexRSNN(scale=0.05, seed=0)
+    for layer in (model.fc_force, model.fc_torque, model.fc_hidden, model.fc_out):
+        fan_out, fan_in = layer.weight.shape
+        bound = (6 / (fan_in + fan_out)) ** 0.5
+        assert layer.weight.abs().max() <= bound and layer.weight.abs().max() > 0.9 * bound
+    default = 1 / 200**0.5  # the thalamic Linear(200, 200) keeps PyTorch's default bound
+    assert model.fc_thalamus.weight.abs().max() <= default

@@ -5,7 +5,6 @@ import torch
 
 
 @pytest.mark.repro
-@pytest.mark.slow  # the quick run does not train yet (accuracy at chance); kept out of the default run until fixed
 def test_quick_reproduction_fits_the_card(tmp_path):
     from iclr25.neuro.barrel_cortex.experiment import experiment
 
@@ -14,6 +13,10 @@ def test_quick_reproduction_fits_the_card(tmp_path):
     rows = {row["id"]: row for row in doc["claims"]}
     for cid in ("rsnn_accuracy", "deprivation_graceful", "selective_fraction"):
         assert isinstance(rows[cid]["holds"], bool)
+    # the quick run trains (seed 0 measured 0.51 test accuracy, selective 0.78 vs 0.08 untrained);
+    # selectivity is far above its 2x gate, accuracy is only checked to leave chance (1/3)
+    assert rows["selective_fraction"]["holds"] is True
+    assert rows["rsnn_accuracy"]["ours"] > 0.4
     for cid in ("rsnn_vs_conventional", "biological_firing"):
         assert rows[cid]["holds"] is None
     assert 0 <= rows["rsnn_accuracy"]["ours"] <= 1 and 0 <= rows["selective_fraction"]["baseline"] <= 1

@@ -4,9 +4,9 @@ Per time step t (synchronous update; ``update="sequential"`` lets population i s
 of populations j < i, as RSNN_bfd's loop over populations does)::
 
     force[t] (93) ─ Linear(93,100) ┐
-                                   ├ cat ─ Linear(200,200) ─ ALIF thalamus (200) ─┐ u_in ⊙ M_in / scale
+                                   ├ cat ─ Linear(200,200) ─ ALIF thalamus (200) ─┐ W_in ⊙ M_in
     torque[t] (93) ─ Linear(93,100)┘                                             ▼
-    cortex: I_t = s_thal,t @ (W_in⊙M_in) / scale + s_{t-1} @ (sign ⊙ clamp(W,0,1) ⊙ M) / scale
+    cortex: I_t = s_thal,t @ (W_in⊙M_in) + s_{t-1} @ (sign ⊙ W ⊙ M) / scale,  W, W_in ← clamp(·,0,1)
             s_t = ALIF(I_t)   (τ_m, τ_adp learnable per neuron)
     readout: s_t[E populations] ─ Linear(n_E,128) ─ Linear(128,3) ─ softmax, summed over t ≥ 1, / T
 """
@@ -20,6 +20,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from iclr25.core.triton import BackendUnavailableError, triton_reasons
 from iclr25.neuro.spiking import Surrogate, alif_initial_state
 from iclr25.neuro.spiking.reference import alif_update
 
@@ -32,6 +33,7 @@ __all__ = ["BarrelCortexRSNN", "ConstrainedSpikingNetwork", "check_spike_input"]
 _UPDATES = ("synchronous", "sequential")
 _READOUTS = ("official", "nll_mean_prob")
 _INITS = ("zeros", "official")
+_BACKENDS = ("auto", "reference", "triton")
 OFFICIAL_STATE_SEED = 515  # RSNN_bfd seeds its random initial state with 515
 
 
@@ -48,7 +50,8 @@ class ConstrainedSpikingNetwork(nn.Module):
     spec:
         `ConnectivitySpec` (populations, probabilities, scale, seed).
     init_w:
-        Weights start ``U(0, init_w)`` (then masked); they are clamped to [0, 1] at every use.
+        Weights start ``U(0, init_w)`` (then masked); they are projected onto [0, 1] before every use
+        (`project_weights`).
     init_b:
         Base threshold ``b0`` of the ALIF neurons.
     beta:
@@ -60,6 +63,10 @@ class ConstrainedSpikingNetwork(nn.Module):
         (population i sees the current step's spikes of populations j < i; RSNN_bfd).
     init_state:
         ``"zeros"`` or ``"official"`` (``v, s ~ U[0,1)`` from seed 515, ``b = b0``; RSNN_bfd).
+    backend:
+        Recurrent step: ``"reference"`` (torch), ``"triton"`` (fused spike-driven step of `.kernels`;
+        forward only: synchronous update, float32, no gradient; CPU only under ``TRITON_INTERPRET=1``)
+        or ``"auto"`` (the kernel on CUDA when those hold, else torch).
 
     Attributes
     ----------
@@ -79,10 +86,13 @@ class ConstrainedSpikingNetwork(nn.Module):
         tau_adp: float = 5.0,
         update: str = "synchronous",
         init_state: str = "zeros",
+        backend: str = "auto",
     ) -> None:
         super().__init__()
         _choice("update", update, _UPDATES)
         _choice("init_state", init_state, _INITS)
+        _choice("backend", backend, _BACKENDS)
+        self.backend = backend
         for name, v in (("init_w", init_w), ("tau_m", tau_m), ("tau_adp", tau_adp)):
             if not isinstance(v, (int, float)) or not v > 0:
                 raise ValueError(f"{name} must be a float > 0, got {v!r}")
@@ -106,10 +116,29 @@ class ConstrainedSpikingNetwork(nn.Module):
         """Synaptic gain ``1 / scale`` that keeps expected input per neuron when populations shrink."""
         return 1.0 / self.spec.scale
 
+    @torch.no_grad()
+    def project_weights(self) -> None:
+        """Clamp the raw weights to [0, 1] in place (RSNN_bfd's ``weight.data.clamp_(0, 1)`` before each use).
+
+        This is a projection step, not part of the graph: a weight the optimizer pushes below 0 is
+        reset to exactly 0 and keeps receiving gradient, so it can grow again. A differentiable
+        ``clamp`` in the forward pass would instead leave it negative with zero gradient forever;
+        during training such weights pile up and the network falls silent.
+        """
+        self.weight.clamp_(0.0, 1.0)
+        self.weight_in.clamp_(0.0, 1.0)
+
     def effective_weights(self) -> tuple[torch.Tensor, torch.Tensor]:
-        """Signed, masked, clamped weights ``(n, n)`` and input weights ``(n_input, n)``, gain included."""
-        w = self.weight.clamp(0.0, 1.0) * self.mask * self.sign[:, None] * self.gain
-        w_in = self.weight_in.clamp(0.0, 1.0) * self.mask_in * self.gain
+        """Signed, masked weights ``(n, n)`` (gain ``1/scale`` included) and input weights ``(n_input, n)``.
+
+        Calls `project_weights` first, so the raw weights are in [0, 1] and the gradient reaches
+        every masked-in weight, including those sitting at 0.
+        """
+        self.project_weights()
+        w = self.weight * self.mask * self.sign[:, None] * self.gain
+        # no gain on the input weights: the thalamus keeps its 200 neurons at every scale, so each
+        # cortical neuron already receives its full expected thalamic input
+        w_in = self.weight_in * self.mask_in
         return w, w_in
 
     def initial_state(self, batch: int, device: torch.device, dtype: torch.dtype) -> tuple[torch.Tensor, ...]:
@@ -117,6 +146,26 @@ class ConstrainedSpikingNetwork(nn.Module):
         gen = torch.Generator().manual_seed(OFFICIAL_STATE_SEED)
         st = alif_initial_state((batch, self.spec.n), init=self.init_state, b0=self.b0, generator=gen, dtype=dtype)
         return tuple(t.to(device) for t in st)
+
+    def _kernel_reasons(self, inputs: torch.Tensor, w: torch.Tensor, explicit: bool) -> list[str]:
+        reasons = triton_reasons(inputs, allow_interpreter=explicit)
+        if reasons:
+            return reasons
+        if self.update != "synchronous":
+            reasons.append(f"the fused step kernel runs update='synchronous' only, got {self.update!r}")
+        if inputs.dtype != torch.float32:
+            reasons.append(f"the fused step kernel runs float32 only, got {inputs.dtype}")
+        if torch.is_grad_enabled() and (w.requires_grad or inputs.requires_grad):
+            reasons.append("the fused step kernel is forward only: run under torch.no_grad() (training uses torch)")
+        return reasons
+
+    def _use_kernel(self, inputs: torch.Tensor, w: torch.Tensor) -> bool:
+        if self.backend == "reference" or (self.backend == "auto" and inputs.device.type != "cuda"):
+            return False
+        reasons = self._kernel_reasons(inputs, w, explicit=self.backend == "triton")
+        if reasons and self.backend == "triton":
+            raise BackendUnavailableError("backend 'triton' cannot run: " + "; ".join(reasons))
+        return not reasons
 
     def forward(self, inputs: torch.Tensor) -> torch.Tensor:
         """Run the network.
@@ -139,6 +188,13 @@ class ConstrainedSpikingNetwork(nn.Module):
         v, s, b = self.initial_state(batch, inputs.device, inputs.dtype)
         offsets = self.spec.offsets
         out = []
+        if t_steps and self._use_kernel(inputs, w):
+            from .kernels import recurrent_alif_step_triton  # imports triton only when this backend runs
+
+            for t in range(t_steps):
+                s, v, b = recurrent_alif_step_triton(s, w, drive[t], v, b, alpha, rho, self.b0, self.beta)
+                out.append(s)
+            return torch.stack(out)
         for t in range(t_steps):
             if self.update == "synchronous":
                 s, v, b = alif_update(drive[t] + s @ w, v, s, b, alpha, rho, self.b0, self.beta, 1.0, self.surrogate)
@@ -197,7 +253,7 @@ class BarrelCortexRSNN(nn.Module):
     n_classes:
         Number of object classes.
     scale:
-        Population-size factor (> 0); synaptic weights are divided by it (see `ConnectivitySpec`).
+        Population-size factor (> 0); recurrent weights are divided by it (see `ConnectivitySpec`).
     init_w, init_b:
         Weight init bound (``U(0, init_w)``) and ALIF base threshold ``b0`` (RSNN_bfd 0.06 / 0.04).
     update, init_state:
@@ -208,7 +264,8 @@ class BarrelCortexRSNN(nn.Module):
     seed:
         Seed of masks and initial weights.
     backend:
-        ``"auto"`` or ``"reference"``; the step is plain torch (no fused kernel yet), kept for the API.
+        Recurrent step of the cortex: ``"auto"``, ``"reference"`` or ``"triton"`` (see
+        `ConstrainedSpikingNetwork`; the fused kernel is forward only, so training uses torch).
 
     Attributes
     ----------
@@ -231,7 +288,7 @@ class BarrelCortexRSNN(nn.Module):
     ) -> None:
         super().__init__()
         _choice("readout", readout, _READOUTS)
-        _choice("backend", backend, ("auto", "reference"))
+        _choice("backend", backend, _BACKENDS)
         for name, v in (("n_whisker_inputs", n_whisker_inputs), ("n_classes", n_classes)):
             if not isinstance(v, int) or v < 1:
                 raise ValueError(f"{name} must be an int >= 1, got {v!r}")
@@ -243,13 +300,19 @@ class BarrelCortexRSNN(nn.Module):
         self.fc_thalamus = nn.Linear(200, 200)
         self.tau_m_thal = nn.Parameter(torch.full((200,), 10.0))
         self.tau_adp_thal = nn.Parameter(torch.full((200,), 5.0))
-        self.cortex = ConstrainedSpikingNetwork(spec, init_w, init_b, update=update, init_state=init_state)
+        self.cortex = ConstrainedSpikingNetwork(
+            spec, init_w, init_b, update=update, init_state=init_state, backend=backend
+        )
         e_pops = [i for i, k in enumerate(spec.kinds) if k == "E"]
         off = spec.offsets
         idx = torch.cat([torch.arange(off[i], off[i + 1]) for i in e_pops])
         self.register_buffer("readout_index", idx)
         self.fc_hidden = nn.Linear(len(idx), 128)
         self.fc_out = nn.Linear(128, n_classes)
+        # RSNN_bfd re-initialises these weight matrices Xavier-uniform (biases and the thalamic
+        # Linear(200,200) keep PyTorch's default); the larger input weights set the thalamic drive.
+        for layer in (self.fc_force, self.fc_torque, self.fc_hidden, self.fc_out):
+            nn.init.xavier_uniform_(layer.weight)
 
     @property
     def n_neurons(self) -> int:

@@ -95,7 +95,8 @@ class ConnectivitySpec:
         Number of input (e.g. thalamic) neurons.
     scale:
         Population sizes are ``max(1, round(size * scale))``; probabilities are unchanged and the
-        network divides synaptic weights by ``scale`` so each neuron keeps its expected input.
+        network divides recurrent weights by ``scale`` so each neuron keeps its expected recurrent
+        input (the ``n_input`` input neurons are not scaled, so input weights need no gain).
     seed:
         Seed of the masks (identical seeds give identical masks).
     """
