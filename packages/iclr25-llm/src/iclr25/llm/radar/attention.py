@@ -35,6 +35,7 @@ def radar_attention(
     index: RadarIndex | Selection,
     *,
     backend: str = "gather",
+    key_mask: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Exact softmax attention restricted to the tokens Radar selects for each query.
 
@@ -49,10 +50,14 @@ def radar_attention(
     backend : {"gather", "mask"}
         ``gather`` reads only the selected keys/values (the O(budget) path); ``mask`` computes
         all t scores and masks them (the reference).
+    key_mask : (B, 1 or Hkv, Q or 1, t) bool tensor, optional
+        Cached positions a query may attend to at all (False: padding). It restricts the exact
+        attention over the selection; None means every cached token is a real token.
 
     Returns
     -------
-    (B, Hq, Q, d) tensor in ``q``'s dtype. With an empty cache (t = 0) the output is zero.
+    (B, Hq, Q, d) tensor in ``q``'s dtype. With an empty cache (t = 0), or when ``key_mask``
+    leaves a query no selected token, that query's output is zero.
     """
     _check_qkv(q, k, v)
     sel = index.search(q) if isinstance(index, RadarIndex) else index
@@ -60,20 +65,40 @@ def radar_attention(
         raise ValueError(f"index holds {sel.t} keys but the cache k has {k.shape[2]}")
     if sel.t == 0:
         return torch.zeros_like(q)
+    _b, hq, nq, d = q.shape
+    hkv = k.shape[1]
+    if key_mask is not None:
+        if (
+            not isinstance(key_mask, torch.Tensor)
+            or key_mask.dtype != torch.bool
+            or key_mask.dim() != 4
+            or key_mask.shape[0] != q.shape[0]
+            or key_mask.shape[1] not in (1, hkv)
+            or key_mask.shape[2] not in (1, nq)
+            or key_mask.shape[3] != sel.t
+        ):
+            raise ValueError(
+                f"key_mask must be a bool (B, 1 or {hkv}, 1 or {nq}, {sel.t}) tensor; "
+                f"got {getattr(key_mask, 'dtype', None)} {tuple(getattr(key_mask, 'shape', ()))}"
+            )
+        key_mask = key_mask.expand(q.shape[0], hkv, nq, sel.t)
     if backend == "mask":
-        return masked_attention(q, k, v, sel.mask())
+        mask = sel.mask() if key_mask is None else sel.mask() & key_mask
+        return torch.nan_to_num(masked_attention(q, k, v, mask), nan=0.0)
     if backend != "gather":
         raise ValueError(f"backend must be 'gather' or 'mask'; got {backend!r}")
-    _b, hq, _nq, d = q.shape
-    hkv = k.shape[1]
     idx, valid = sel.gather_index()  # (B, Hkv, Q, L)
+    if key_mask is not None:
+        valid = valid & key_mask.gather(-1, idx)
     flat = idx.flatten(2)[..., None].expand(-1, -1, -1, d)
     kg = k.gather(2, flat).unflatten(2, idx.shape[2:]).float()  # (B, Hkv, Q, L, d)
     vg = v.gather(2, flat).unflatten(2, idx.shape[2:]).float()
     qg = q.float().unflatten(1, (hkv, hq // hkv))  # (B, Hkv, rep, Q, d)
     s = torch.einsum("bhrqd,bhqld->bhrql", qg, kg) / math.sqrt(d)
     s = s.masked_fill(~valid[:, :, None], float("-inf"))
-    out = torch.einsum("bhrql,bhqld->bhrqd", torch.softmax(s, -1), vg)
+    # a query whose every gathered position is masked (padding) gets a zero output, not NaN
+    p = torch.softmax(s, -1).nan_to_num(nan=0.0)
+    out = torch.einsum("bhrql,bhqld->bhrqd", p, vg)
     return out.flatten(1, 2).to(q.dtype)
 
 

@@ -46,10 +46,12 @@ class _Layers:
             )
         return self.indices[layer].add(k)
 
-    def attend(self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    def attend(
+        self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, key_mask: torch.Tensor | None = None
+    ) -> torch.Tensor:
         sel = self.indices[layer].search(q)
         self.selections[layer] = sel
-        return radar_attention(q, k, v, sel)
+        return radar_attention(q, k, v, sel, key_mask=key_mask)
 
 
 class RadarCache(KVCache):
@@ -146,6 +148,22 @@ _ACTIVE: weakref.ref | None = None  # the RadarCache whose update() ran last (sa
 _HF_CLASS = None
 
 
+def _key_padding_mask(attention_mask: torch.Tensor | None, t: int) -> torch.Tensor | None:
+    """The decoding step's (B, 1, 1, t) bool "may attend" mask from the SDPA-format mask, or None.
+
+    ``generate`` builds a mask whenever the prompt holds padding (any ``pad_token_id`` in the
+    input ids counts): SDPA honours it, so Radar's exact attention has to as well.
+    """
+    if attention_mask is None:
+        return None
+    m = attention_mask[..., -1:, :t]  # the (only) decoding query's row
+    if m.dtype != torch.bool:  # additive float mask: 0 where allowed, a large negative value where not
+        m = m > torch.finfo(m.dtype).min / 2
+    if m.dim() == 2:
+        m = m[:, None, None]
+    return None if bool(m.all()) else m[:, :1]
+
+
 def _hf_attention(module, query, key, value, attention_mask, scaling=None, dropout=0.0, **kwargs):
     """``transformers`` attention function "radar": Radar on single-token decoding, SDPA otherwise."""
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
@@ -155,7 +173,8 @@ def _hf_attention(module, query, key, value, attention_mask, scaling=None, dropo
     if cache is not None and query.shape[2] == 1 and layer is not None and cache.radar.indices[layer].t == key.shape[2]:
         if scaling is not None and abs(scaling * query.shape[-1] ** 0.5 - 1.0) > 1e-6:
             raise ValueError(f"radar attention assumes scaling 1/sqrt(head_dim); got {scaling}")
-        out = cache.radar.attend(layer, query, key, value)
+        key_mask = _key_padding_mask(attention_mask, key.shape[2])
+        out = cache.radar.attend(layer, query, key, value, key_mask=key_mask)
         return out.transpose(1, 2).contiguous(), None
     return sdpa_attention_forward(module, query, key, value, attention_mask, scaling=scaling, dropout=dropout, **kwargs)
 

@@ -207,8 +207,11 @@ class RadarIndex:
         self.n_seg = m
 
     def _summarize(self, s0: int, s1: int) -> None:
+        if self.cfg.selector != "radar":  # only Radar's search reads the feature summaries
+            return
         c = self.c
-        logits = feature_logits(self.keys[:, :, s0 * c : s1 * c], self.omega, head_dim=self.head_dim)
+        # the index is a search structure: no gradient flows through the (top-k) selection
+        logits = feature_logits(self.keys[:, :, s0 * c : s1 * c].detach(), self.omega, head_dim=self.head_dim)
         new_max = logits.amax(dim=(-2, -1), keepdim=True)
         if self.shift is None:
             self.shift = new_max
@@ -217,8 +220,9 @@ class RadarIndex:
             grown = torch.maximum(self.shift, new_max)
             self.summaries = self.summaries * torch.exp(self.shift - grown)
             self.shift = grown
-        phi = torch.exp(logits - self.shift) / math.sqrt(logits.shape[-1])
-        summ = phi.unflatten(2, (s1 - s0, c)).mean(3)
+        # in place and normalised after the mean: the (t, 2D) feature block is the index's largest tensor
+        phi = logits.sub_(self.shift).exp_()
+        summ = phi.unflatten(2, (s1 - s0, c)).mean(3) / math.sqrt(logits.shape[-1])
         self.summaries = summ if self.summaries is None or s0 == 0 else torch.cat([self.summaries, summ], dim=2)
         self.featurized += (s1 - s0) * c
 

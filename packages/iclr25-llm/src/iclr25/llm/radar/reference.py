@@ -30,7 +30,15 @@ def feature_logits(x: torch.Tensor, omega: torch.Tensor, *, head_dim: int | None
     xt = x.to(dtype) * d**-0.25
     u = xt @ omega.to(dtype)
     half = 0.5 * (xt * xt).sum(-1, keepdim=True)
-    return torch.cat([u - half, -u - half], dim=-1)
+    if torch.is_grad_enabled() and (u.requires_grad or half.requires_grad):
+        return torch.cat([u - half, -u - half], dim=-1)  # differentiable form
+    # written into one preallocated buffer: this runs over every cached key (t × 2D entries), so
+    # the temporaries of ``cat([u - half, -u - half])`` cost more than the matmul itself
+    n_feat = u.shape[-1]
+    out = torch.empty(*u.shape[:-1], 2 * n_feat, dtype=dtype, device=u.device)
+    torch.sub(u, half, out=out[..., :n_feat])
+    torch.sub(u.neg_(), half, out=out[..., n_feat:])
+    return out
 
 
 def feature_map(
