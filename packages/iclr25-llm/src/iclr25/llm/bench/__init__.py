@@ -7,4 +7,4 @@ Subpackages are imported on first use.
 
 from iclr25.core.lazy import attach
 
-__getattr__, __dir__, __all__ = attach(__name__, ["chat"])
+__getattr__, __dir__, __all__ = attach(__name__, ["chat", "videoniah"])
