@@ -187,6 +187,32 @@ def test_results_must_fit_the_card(claims, message, tmp_path):
         exp.execute(quick=True, device="cpu", seed=0, out=tmp_path)
 
 
+def test_full_run_only_claims_may_stay_undecided_in_quick_runs(tmp_path):
+    card = dict(CARD, claims=[dict(CARD["claims"][0], quick=False), CARD["claims"][1]])
+    exp = Experiment("fixture_paper", lambda **kw: Outcome(claims={}), card=parse_card(card))
+    doc = exp.execute(quick=True, device="cpu", seed=0, out=tmp_path)
+    row = doc["claims"][0]
+    assert row["holds"] is None and row["ours"] is None and "full runs only" in row["note"]
+    with pytest.raises(ExperimentError, match="gated claim 'gain' was not measured"):
+        exp.execute(quick=False, device="cpu", seed=0, out=tmp_path)
+    decided = Experiment(
+        "fixture_paper", lambda **kw: Outcome(claims={"gain": Measurement(1.0, holds=False)}), card=parse_card(card)
+    )
+    assert decided.execute(quick=True, device="cpu", seed=0, out=tmp_path)["claims"][0]["holds"] is False
+    assert parse_card(card).claims[0].gated_in(quick=True) is False
+    assert parse_card(card).claims[0].gated_in(quick=False) is True
+
+
+@pytest.mark.parametrize(
+    ("claim", "message"),
+    [({"quick": "no"}, "'quick' must be true or false"), ({"gated": False, "quick": False}, "only applies to gated")],
+)
+def test_card_quick_field_is_checked(claim, message):
+    card = dict(CARD, claims=[dict(CARD["claims"][0], **claim)])
+    with pytest.raises(CardError, match=message):
+        parse_card(card)
+
+
 def test_registry_lists_without_loading_and_rejects_wrong_objects():
     reg = Registry(use_entry_points=False)
     assert reg.slugs() == []

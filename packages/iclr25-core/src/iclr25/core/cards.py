@@ -49,6 +49,8 @@ class Claim:
     """One claim of a paper, with the paper's own figure.
 
     ``gated`` claims decide ``holds`` in a reproduction; the others are printed for context.
+    ``quick = False`` limits the gate to full runs: a ``--quick`` run may leave such a claim
+    unmeasured or report it with ``holds=None`` (its setting is too small to decide it).
     """
 
     id: str
@@ -56,6 +58,11 @@ class Claim:
     metric: str
     paper: float | int | str
     gated: bool = True
+    quick: bool = True
+
+    def gated_in(self, quick: bool) -> bool:
+        """Whether a run of this kind (quick or full) must decide ``holds`` for this claim."""
+        return self.gated and (self.quick or not quick)
 
 
 @dataclass(frozen=True)
@@ -104,7 +111,7 @@ class Card:
             "status": self.status,
             "summary": self.summary,
             "claims": [
-                {"id": c.id, "text": c.text, "metric": c.metric, "paper": c.paper, "gated": c.gated}
+                {"id": c.id, "text": c.text, "metric": c.metric, "paper": c.paper, "gated": c.gated, "quick": c.quick}
                 for c in self.claims
             ],
             "ours": dict(self.ours),
@@ -162,6 +169,11 @@ def parse_card(data: Mapping[str, Any], source: str = "<memory>") -> Card:
         gated = raw.get("gated", True)
         if not isinstance(gated, bool):
             raise CardError(f"{where}: field 'gated' must be true or false, got {gated!r}")
+        in_quick = raw.get("quick", True)
+        if not isinstance(in_quick, bool):
+            raise CardError(f"{where}: field 'quick' must be true or false, got {in_quick!r}")
+        if not gated and not in_quick:
+            raise CardError(f"{where}: field 'quick' = false only applies to gated claims")
         claims.append(
             Claim(
                 claim_id,
@@ -169,6 +181,7 @@ def parse_card(data: Mapping[str, Any], source: str = "<memory>") -> Card:
                 _need_str(raw, "metric", where),
                 paper,
                 gated,
+                in_quick,
             )
         )
     ours = data.get("ours", {})
@@ -239,6 +252,12 @@ def load_cards_from_tree(root: str | Path) -> dict[str, Card]:
 # Rendering seeds/*.md and the README status table
 
 
+def _gate_label(claim: Claim) -> str:
+    if not claim.gated:
+        return "report-only"
+    return "yes" if claim.quick else "yes (full run only)"
+
+
 def _fmt(value: Any) -> str:
     if isinstance(value, float):
         return f"{value:.4g}"
@@ -270,9 +289,7 @@ def render_seed(card: Card) -> str:
     ]
     for c in card.claims:
         ours = _fmt(card.ours[c.id]) if c.id in card.ours else "—"
-        lines.append(
-            f"| `{c.id}` | {c.text} | {c.metric} | {_fmt(c.paper)} | {ours} | {'yes' if c.gated else 'report-only'} |"
-        )
+        lines.append(f"| `{c.id}` | {c.text} | {c.metric} | {_fmt(c.paper)} | {ours} | {_gate_label(c)} |")
     if "command" in card.ours or "date" in card.ours:
         lines += [
             "",

@@ -153,11 +153,12 @@ class Experiment:
         rows = []
         for claim in card.claims:
             m = outcome.claims.get(claim.id)
+            gated = claim.gated_in(quick)
             if m is None:
-                if claim.gated:
+                if gated:
                     raise ExperimentError(f"{self.slug}: gated claim {claim.id!r} was not measured")
-                m = Measurement(ours=None)
-            if claim.gated and not isinstance(m.holds, bool):
+                m = Measurement(ours=None, note="gated in full runs only" if claim.gated else "")
+            if gated and not isinstance(m.holds, bool):
                 raise ExperimentError(f"{self.slug}: gated claim {claim.id!r} needs holds=True/False, got {m.holds!r}")
             if not claim.gated and m.holds is not None:
                 raise ExperimentError(f"{self.slug}: report-only claim {claim.id!r} must have holds=None")

