@@ -1,15 +1,17 @@
 """Per-step decode latency: Radar attention vs ``F.scaled_dot_product_attention`` over the full cache.
 
-Measures one decoding query (batch 1, ``--heads`` heads of dim ``--head-dim``) at each context
-length, with the torch path of :mod:`iclr25.llm.radar` (index search + gather attention), and
-prints the scored-segment and attended-token counts next to the latency ratio. The issue's GPU
-targets (≥ 2× at 32k, growing with t, on an H200-class device) cannot be measured on a CPU-only
-machine; run with ``--device cuda --lengths 8192 32768 131072`` where one is available. The
-official implementation's torch path is not vendored, so it is not compared here.
+Measures one decoding query (batch 1, ``--heads`` query heads sharing ``--kv-heads`` KV heads of
+dim ``--head-dim``) at each context length: SDPA over the whole cache, Radar's torch path (index
+search + gather attention, ``backend="reference"``) and, on CUDA, its Triton path (fused segment
+scoring + flash-decoding gather attention, ``backend="triton"``). It prints the scored-segment and
+attended-token counts next to the latency ratios, all measured in the same run. The issue's GPU
+target is Radar ≥ 2× faster than SDPA at 32k, growing with t. The official implementation's torch
+path is not vendored, so it is not compared here.
 
-Example (CPU, small sizes)::
+Examples::
 
-    python benchmarks/radar_decode.py --lengths 2048 8192 --repeats 5
+    python benchmarks/radar_decode.py --lengths 2048 8192 --repeats 5            # CPU, torch path
+    python benchmarks/radar_decode.py --device cuda --dtype bfloat16 --lengths 8192 32768 131072
 """
 
 from __future__ import annotations
@@ -24,43 +26,66 @@ from iclr25.llm.radar import RadarConfig, RadarIndex, radar_attention
 
 
 def _time(fn, repeats: int, device: torch.device) -> float:
+    """Mean seconds per call (CUDA events on GPU, wall clock on CPU), after two warm-up calls."""
+    fn()
     fn()
     if device.type == "cuda":
         torch.cuda.synchronize()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(repeats):
+            fn()
+        end.record()
+        torch.cuda.synchronize()
+        return start.elapsed_time(end) / 1e3 / repeats
     t0 = time.perf_counter()
     for _ in range(repeats):
         fn()
-    if device.type == "cuda":
-        torch.cuda.synchronize()
     return (time.perf_counter() - t0) / repeats
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--lengths", type=int, nargs="+", default=[2048, 8192])
-    p.add_argument("--heads", type=int, default=8)
+    p.add_argument("--heads", type=int, default=32, help="query heads")
+    p.add_argument("--kv-heads", type=int, default=8, help="KV heads (GQA groups)")
     p.add_argument("--head-dim", type=int, default=64)
     p.add_argument("--target-tokens", type=int, default=512)
     p.add_argument("--recent-window", type=int, default=64)
     p.add_argument("--repeats", type=int, default=10)
     p.add_argument("--device", default="cpu")
+    p.add_argument("--dtype", default="float32", choices=["float32", "float16", "bfloat16"])
     p.add_argument("--threads", type=int, default=1)
     a = p.parse_args()
+    if a.heads % a.kv_heads:
+        p.error(f"--heads must be a multiple of --kv-heads; got {a.heads} and {a.kv_heads}")
     torch.set_num_threads(a.threads)
-    dev = torch.device(a.device)
+    dev, dtype = torch.device(a.device), getattr(torch, a.dtype)
+    use_triton = dev.type == "cuda"
     cfg = RadarConfig(target_tokens=a.target_tokens, recent_window=a.recent_window)
-    print(f"{'t':>8} {'sdpa ms':>9} {'radar ms':>9} {'speed-up':>9} {'scored':>7} {'attended':>9}")
+    print(f"device={dev} dtype={a.dtype} heads={a.heads}/{a.kv_heads} head_dim={a.head_dim}")
+    head = f"{'t':>8} {'sdpa ms':>9} {'torch ms':>9} {'x sdpa':>7}"
+    if use_triton:
+        head += f" {'triton ms':>10} {'x sdpa':>7} {'x torch':>8}"
+    print(head + f" {'scored':>7} {'attended':>9}")
     for t in a.lengths:
-        k = torch.randn(1, a.heads, t, a.head_dim, device=dev)
-        v = torch.randn_like(k)
-        q = torch.randn(1, a.heads, 1, a.head_dim, device=dev)
+        g = torch.Generator().manual_seed(t)
+        k = torch.randn(1, a.kv_heads, t, a.head_dim, generator=g).to(dev, dtype)
+        v = torch.randn(1, a.kv_heads, t, a.head_dim, generator=g).to(dev, dtype)
+        q = torch.randn(1, a.heads, 1, a.head_dim, generator=g).to(dev, dtype)
         idx = RadarIndex(cfg, a.head_dim).add(k)
-        sel = idx.search(q)
+        sel = idx.search(q, backend="reference")
         _, valid = sel.gather_index()
-        full = _time(lambda q=q, k=k, v=v: F.scaled_dot_product_attention(q, k, v), a.repeats, dev)
-        rad = _time(lambda q=q, k=k, v=v, idx=idx: radar_attention(q, k, v, idx), a.repeats, dev)
+        with torch.inference_mode():
+            full = _time(lambda q=q, k=k, v=v: F.scaled_dot_product_attention(q, k, v, enable_gqa=True), a.repeats, dev)
+            ref = _time(lambda q=q, k=k, v=v, i=idx: radar_attention(q, k, v, i, backend="reference"), a.repeats, dev)
+            row = f"{t:>8} {full * 1e3:>9.3f} {ref * 1e3:>9.3f} {full / ref:>6.2f}x"
+            if use_triton:
+                tri = _time(lambda q=q, k=k, v=v, i=idx: radar_attention(q, k, v, i, backend="triton"), a.repeats, dev)
+                row += f" {tri * 1e3:>10.3f} {full / tri:>6.2f}x {ref / tri:>7.2f}x"
         n_att = int(valid[0, 0, 0].sum())
-        print(f"{t:>8} {full * 1e3:>9.3f} {rad * 1e3:>9.3f} {full / rad:>8.2f}x {sel.scored:>7} {n_att:>9}")
+        print(row + f" {sel.scored:>7} {n_att:>9}")
+        del k, v, idx
 
 
 if __name__ == "__main__":

@@ -23,7 +23,14 @@ from .attention import attention_recall, radar_attention
 from .cache import RadarCache, hf_radar_cache, radar_attention_fn, use_radar
 from .config import SELECTORS, RadarConfig
 from .index import RadarIndex, Selection
-from .reference import feature_logits, feature_map, masked_attention, segment_mass, segment_scores
+from .reference import (
+    feature_logits,
+    feature_map,
+    gqa_segment_scores,
+    masked_attention,
+    segment_mass,
+    segment_scores,
+)
 
 __all__ = [
     "SELECTORS",
@@ -34,6 +41,7 @@ __all__ = [
     "attention_recall",
     "feature_logits",
     "feature_map",
+    "gqa_segment_scores",
     "hf_radar_cache",
     "masked_attention",
     "radar_attention",

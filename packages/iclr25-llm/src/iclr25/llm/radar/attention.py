@@ -6,10 +6,70 @@ import math
 
 import torch
 
+from iclr25.core.triton import Backend, BackendOp
+
 from .index import RadarIndex, Selection
 from .reference import masked_attention
 
-__all__ = ["attention_recall", "radar_attention"]
+__all__ = ["GATHER_ATTENTION", "attention_recall", "radar_attention"]
+
+BACKENDS = ("auto", "reference", "triton", "gather", "mask")
+
+
+def _gather_reference(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, sel: Selection, key_mask: torch.Tensor | None
+) -> torch.Tensor:
+    _b, hq, _nq, d = q.shape
+    hkv = k.shape[1]
+    idx, valid = sel.gather_index()  # (B, Hkv, Q, L)
+    if key_mask is not None:
+        valid = valid & key_mask.gather(-1, idx)
+    flat = idx.flatten(2)[..., None].expand(-1, -1, -1, d)
+    kg = k.gather(2, flat).unflatten(2, idx.shape[2:]).float()  # (B, Hkv, Q, L, d)
+    vg = v.gather(2, flat).unflatten(2, idx.shape[2:]).float()
+    qg = q.float().unflatten(1, (hkv, hq // hkv))  # (B, Hkv, rep, Q, d)
+    s = torch.einsum("bhrqd,bhqld->bhrql", qg, kg) / math.sqrt(d)
+    s = s.masked_fill(~valid[:, :, None], float("-inf"))
+    # a query whose every gathered position is masked (padding) gets a zero output, not NaN
+    p = torch.softmax(s, -1).nan_to_num(nan=0.0)
+    out = torch.einsum("bhrql,bhqld->bhrqd", p, vg)
+    return out.flatten(1, 2).to(q.dtype)
+
+
+def _gather_triton(q, k, v, sel, key_mask):
+    from .kernels import gather_attention_triton
+
+    return gather_attention_triton(q, k, v, sel.segments, sel.c, sel.sink_end, sel.tail_start, key_mask)
+
+
+def _gather_triton_limits(q, k, v, sel, key_mask) -> list[str]:
+    reasons = []
+    ok = (torch.float32, torch.float16, torch.bfloat16)
+    for name, x in (("q", q), ("k", k), ("v", v)):
+        if x.dtype not in ok:
+            reasons.append(f"the gather-attention kernel takes fp32/fp16/bf16 {name}, got {x.dtype}")
+    if q.shape[-1] > 256:
+        reasons.append(f"the gather-attention kernel takes head_dim <= 256, got {q.shape[-1]}")
+    if q.shape[1] // k.shape[1] > 64:
+        reasons.append(
+            f"the gather-attention kernel takes at most 64 query heads per KV head, got {q.shape[1] // k.shape[1]}"
+        )
+    if torch.is_grad_enabled() and any(x.requires_grad for x in (q, k, v)):
+        reasons.append("the gather-attention kernel is forward-only; q, k or v require grad")
+    if sel.segments.device != q.device:
+        reasons.append(f"the selection lives on {sel.segments.device}, q on {q.device}")
+    return reasons
+
+
+GATHER_ATTENTION = BackendOp(
+    "radar_gather_attention",
+    [
+        Backend("triton", _gather_triton, supports=_gather_triton_limits, uses_triton=True),
+        Backend("reference", _gather_reference),
+    ],
+)
+"""Exact attention over a :class:`Selection`, ``(q, k, v, sel, key_mask) -> (B, Hq, Q, d)``: the
+flash-decoding Triton kernel on CUDA, a torch gather + softmax elsewhere."""
 
 
 def _check_qkv(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
@@ -34,7 +94,7 @@ def radar_attention(
     v: torch.Tensor,
     index: RadarIndex | Selection,
     *,
-    backend: str = "gather",
+    backend: str = "auto",
     key_mask: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Exact softmax attention restricted to the tokens Radar selects for each query.
@@ -47,9 +107,12 @@ def radar_attention(
         The whole KV cache (t must equal the index's length).
     index : RadarIndex or Selection
         Index over ``k`` (searched with ``q``) or a precomputed selection.
-    backend : {"gather", "mask"}
-        ``gather`` reads only the selected keys/values (the O(budget) path); ``mask`` computes
-        all t scores and masks them (the reference).
+    backend : {"auto", "reference", "triton", "mask"}
+        ``reference`` (alias ``gather``) reads only the selected keys/values with torch gathers
+        (the O(budget) path); ``triton`` runs the same computation as one flash-decoding kernel;
+        ``auto`` picks Triton for CUDA tensors and the torch gather elsewhere (also for the index
+        search when ``index`` is a :class:`RadarIndex`); ``mask`` computes all t scores and masks
+        them (the dense check).
     key_mask : (B, 1 or Hkv, Q or 1, t) bool tensor, optional
         Cached positions a query may attend to at all (False: padding). It restricts the exact
         attention over the selection; None means every cached token is a real token.
@@ -60,13 +123,15 @@ def radar_attention(
     leaves a query no selected token, that query's output is zero.
     """
     _check_qkv(q, k, v)
-    sel = index.search(q) if isinstance(index, RadarIndex) else index
+    if backend not in BACKENDS:
+        raise ValueError(f"backend must be one of {BACKENDS}; got {backend!r}")
+    search_backend = backend if backend in ("auto", "reference", "triton") else "reference"
+    sel = index.search(q, backend=search_backend) if isinstance(index, RadarIndex) else index
     if sel.t != k.shape[2]:
         raise ValueError(f"index holds {sel.t} keys but the cache k has {k.shape[2]}")
     if sel.t == 0:
         return torch.zeros_like(q)
-    _b, hq, nq, d = q.shape
-    hkv = k.shape[1]
+    nq, hkv = q.shape[2], k.shape[1]
     if key_mask is not None:
         if (
             not isinstance(key_mask, torch.Tensor)
@@ -85,21 +150,7 @@ def radar_attention(
     if backend == "mask":
         mask = sel.mask() if key_mask is None else sel.mask() & key_mask
         return torch.nan_to_num(masked_attention(q, k, v, mask), nan=0.0)
-    if backend != "gather":
-        raise ValueError(f"backend must be 'gather' or 'mask'; got {backend!r}")
-    idx, valid = sel.gather_index()  # (B, Hkv, Q, L)
-    if key_mask is not None:
-        valid = valid & key_mask.gather(-1, idx)
-    flat = idx.flatten(2)[..., None].expand(-1, -1, -1, d)
-    kg = k.gather(2, flat).unflatten(2, idx.shape[2:]).float()  # (B, Hkv, Q, L, d)
-    vg = v.gather(2, flat).unflatten(2, idx.shape[2:]).float()
-    qg = q.float().unflatten(1, (hkv, hq // hkv))  # (B, Hkv, rep, Q, d)
-    s = torch.einsum("bhrqd,bhqld->bhrql", qg, kg) / math.sqrt(d)
-    s = s.masked_fill(~valid[:, :, None], float("-inf"))
-    # a query whose every gathered position is masked (padding) gets a zero output, not NaN
-    p = torch.softmax(s, -1).nan_to_num(nan=0.0)
-    out = torch.einsum("bhrql,bhqld->bhrqd", p, vg)
-    return out.flatten(1, 2).to(q.dtype)
+    return GATHER_ATTENTION(q, k, v, sel, key_mask, backend="reference" if backend == "gather" else backend)
 
 
 def attention_recall(q: torch.Tensor, keys: torch.Tensor, selected: torch.Tensor | Selection) -> torch.Tensor:

@@ -49,9 +49,9 @@ class _Layers:
     def attend(
         self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, key_mask: torch.Tensor | None = None
     ) -> torch.Tensor:
-        sel = self.indices[layer].search(q)
+        sel = self.indices[layer].search(q, backend=self.cfg.backend)
         self.selections[layer] = sel
-        return radar_attention(q, k, v, sel, key_mask=key_mask)
+        return radar_attention(q, k, v, sel, key_mask=key_mask, backend=self.cfg.backend)
 
 
 class RadarCache(KVCache):

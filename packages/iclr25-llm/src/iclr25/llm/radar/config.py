@@ -34,6 +34,9 @@ class RadarConfig:
         ``recent_window + target_tokens`` tokens, the same number of attended tokens).
     seed : int
         Seed of the projection Ω (and of the random selector).
+    backend : {"auto", "reference", "triton"}
+        Implementation of the decode-step hot paths (segment scoring and gather attention) used
+        by the caches; ``auto`` runs the Triton kernels on CUDA and plain torch elsewhere.
     """
 
     projection_dim: int | None = None
@@ -44,6 +47,7 @@ class RadarConfig:
     recent_window: int = 64
     selector: str = "radar"
     seed: int = 0
+    backend: str = "auto"
 
     def __post_init__(self) -> None:
         if self.projection_dim is not None and (not isinstance(self.projection_dim, int) or self.projection_dim < 1):
@@ -58,6 +62,8 @@ class RadarConfig:
                 raise ValueError(f"{name} must be an int >= 0 (a token budget); got {v!r}")
         if self.selector not in SELECTORS:
             raise ValueError(f"selector must be one of {SELECTORS}; got {self.selector!r}")
+        if self.backend not in ("auto", "reference", "triton"):
+            raise ValueError(f"backend must be 'auto', 'reference' or 'triton'; got {self.backend!r}")
 
     def features(self, head_dim: int) -> int:
         """D for a given head dimension."""

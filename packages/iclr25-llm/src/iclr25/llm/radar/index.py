@@ -19,12 +19,44 @@ from dataclasses import dataclass
 
 import torch
 
-from .config import RadarConfig
-from .reference import feature_logits, feature_map, segment_mass, segment_scores
+from iclr25.core.triton import Backend, BackendOp
 
-__all__ = ["RadarIndex", "Selection"]
+from .config import RadarConfig
+from .reference import feature_logits, gqa_segment_scores, segment_mass
+
+__all__ = ["SEGMENT_SCORES", "RadarIndex", "Selection"]
 
 log = logging.getLogger(__name__)
+
+
+def _scores_triton(queries, omega, summaries, head_dim):
+    from .kernels import segment_scores_triton
+
+    return segment_scores_triton(queries, omega, summaries, head_dim)
+
+
+def _scores_triton_limits(queries, omega, summaries, head_dim) -> list[str]:
+    reasons = []
+    if queries.dtype not in (torch.float32, torch.float16, torch.bfloat16):
+        reasons.append(f"the fused scoring kernel takes fp32/fp16/bf16 queries, got {queries.dtype}")
+    if summaries.dtype != torch.float32 or omega.dtype != torch.float32:
+        reasons.append(f"the fused scoring kernel takes fp32 summaries and Ω, got {summaries.dtype}, {omega.dtype}")
+    if queries.shape[-1] > 256:
+        reasons.append(f"the fused scoring kernel takes head_dim <= 256, got {queries.shape[-1]}")
+    if torch.is_grad_enabled() and queries.requires_grad:
+        reasons.append("the fused scoring kernel is forward-only; queries require grad")
+    return reasons
+
+
+SEGMENT_SCORES = BackendOp(
+    "radar_segment_scores",
+    [
+        Backend("triton", _scores_triton, supports=_scores_triton_limits, uses_triton=True),
+        Backend("reference", gqa_segment_scores),
+    ],
+)
+"""φ(q)ᵀr_s per query head, ``(queries, omega, summaries, head_dim) -> (B, Hq, Q, S)``: the fused
+Triton kernel on CUDA, :func:`.reference.gqa_segment_scores` elsewhere."""
 
 
 def _check_finite(x: torch.Tensor, name: str) -> None:
@@ -234,7 +266,7 @@ class RadarIndex:
             return cfg.topk_segments
         return cfg.target_tokens // max(self.c, 1) if cfg.target_tokens else 0
 
-    def search(self, queries: torch.Tensor) -> Selection:
+    def search(self, queries: torch.Tensor, *, backend: str = "auto") -> Selection:
         """Select the tokens each query attends to.
 
         Parameters
@@ -242,6 +274,9 @@ class RadarIndex:
         queries : (B, Hq, Q, head_dim) tensor
             Queries after RoPE, all placed after the cached keys; Hq a multiple of the KV heads
             (a GQA group shares one selection: the sum of its heads' normalised segment scores).
+        backend : {"auto", "reference", "triton"}
+            Implementation of Radar's segment scores (:data:`SEGMENT_SCORES`); ``auto`` uses the
+            fused Triton kernel on CUDA, plain torch elsewhere. Other selectors ignore it.
 
         Returns
         -------
@@ -271,7 +306,10 @@ class RadarIndex:
         tail = max(min(self.n_seg * self.c, t - cfg.recent_window), sink_end)
         starts = torch.arange(self.n_seg, device=dev) * self.c
         eligible = (starts < tail) & (starts + self.c > sink_end)
-        k = min(self.topk(), int(eligible.sum()))
+        # the same count in integer arithmetic (s·c < tail and (s+1)·c > sink_end): reading
+        # eligible.sum() back would stall every decode step on a GPU → host copy
+        n_eligible = max(0, min(self.n_seg, -(-tail // self.c)) - sink_end // self.c) if self.n_seg else 0
+        k = min(self.topk(), n_eligible)
         if k == 0:
             return Selection(empty, max(self.c, 1), sink_end, tail, t, 0)
         rep = hq // hkv
@@ -279,9 +317,7 @@ class RadarIndex:
             scores = torch.rand(b, hkv, nq, self.n_seg, generator=self._gen).to(dev)
         else:
             if cfg.selector == "radar":
-                phi_q = feature_map(queries, self.omega, head_dim=self.head_dim)
-                summ = self.summaries.repeat_interleave(rep, 1) if rep > 1 else self.summaries
-                raw = segment_scores(phi_q, summ)
+                raw = SEGMENT_SCORES(queries.detach(), self.omega, self.summaries, self.head_dim, backend=backend)
             else:  # oracle: exact per-segment attention mass
                 keys = self.keys.repeat_interleave(rep, 1) if rep > 1 else self.keys
                 raw = segment_mass(queries, keys, self.c, self.n_seg)

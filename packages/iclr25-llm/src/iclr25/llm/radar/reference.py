@@ -8,7 +8,14 @@ import math
 
 import torch
 
-__all__ = ["feature_logits", "feature_map", "masked_attention", "segment_mass", "segment_scores"]
+__all__ = [
+    "feature_logits",
+    "feature_map",
+    "gqa_segment_scores",
+    "masked_attention",
+    "segment_mass",
+    "segment_scores",
+]
 
 
 def feature_logits(x: torch.Tensor, omega: torch.Tensor, *, head_dim: int | None = None) -> torch.Tensor:
@@ -90,6 +97,30 @@ def segment_scores(phi_q: torch.Tensor, summaries: torch.Tensor) -> torch.Tensor
     (B, H, Q, S) tensor
     """
     return phi_q @ summaries.transpose(-1, -2)
+
+
+def gqa_segment_scores(
+    queries: torch.Tensor, omega: torch.Tensor, summaries: torch.Tensor, head_dim: int
+) -> torch.Tensor:
+    """Segment scores φ(q)ᵀr_s of every query head against its KV head's summaries (the spec of
+    the fused Triton kernel).
+
+    Parameters
+    ----------
+    queries : (B, Hq, Q, m) tensor
+    omega : (m, D) tensor
+    summaries : (B, Hkv, S, 2D) tensor; Hq a multiple of Hkv (a GQA group shares its summaries)
+    head_dim : int
+        d of the 1/√d attention scaling.
+
+    Returns
+    -------
+    (B, Hq, Q, S) tensor (fp32, or fp64 for fp64 input); φ(q) carries the per-row max-shift.
+    """
+    phi_q = feature_map(queries, omega, head_dim=head_dim)
+    rep = queries.shape[1] // summaries.shape[1]
+    summ = summaries.repeat_interleave(rep, 1) if rep > 1 else summaries
+    return segment_scores(phi_q, summ.to(phi_q.dtype))
 
 
 def segment_mass(q: torch.Tensor, keys: torch.Tensor, c: int, n_seg: int) -> torch.Tensor:
