@@ -9,4 +9,4 @@ from iclr25.core.lazy import attach
 __version__ = "0.1.0"
 
 # Paper subpackages that exist in this release (planned papers have a card only).
-__getattr__, __dir__, __all__ = attach(__name__, ["diffusion"])
+__getattr__, __dir__, __all__ = attach(__name__, ["diffusion", "topodiffusion", "tcm"])

@@ -1,0 +1,303 @@
+"""Consistency-training losses: stage 1 (ECT/iCT) and stage 2 (truncated, with boundary samples)."""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import numpy as np
+import torch
+from scipy import special
+from torch import nn
+
+from iclr25.generative.diffusion._checks import bcast, check_finite, check_float
+from iclr25.generative.diffusion.precond import edm_coefficients
+
+from .model import TruncatedCM
+from .schedule import ECTSchedule
+
+__all__ = [
+    "ConsistencyTrainingLoss",
+    "TruncatedConsistencyLoss",
+    "pseudo_huber",
+    "sample_truncated_log_student_t",
+    "sample_truncated_lognormal",
+]
+
+WEIGHTINGS = ("inv_dt", "cout_sq", "one")
+
+
+def pseudo_huber(a: torch.Tensor, b: torch.Tensor, c: float = 1e-8) -> torch.Tensor:
+    """Per-sample sqrt(||a - b||^2 + c^2) - c over all non-batch dims; a, b: (B, ...) -> (B,).
+
+    c -> 0 gives the L2 *norm* (not squared), the official CIFAR-10 setting.
+    """
+    d2 = (a - b).reshape(a.shape[0], -1).pow(2).sum(1)
+    return (d2 + c * c).sqrt() - c
+
+
+def _uniform(n: int, generator: torch.Generator | None, device: torch.device) -> np.ndarray:
+    gen_dev = generator.device if generator is not None else torch.device("cpu")
+    return torch.rand(n, generator=generator, device=gen_dev, dtype=torch.float64).cpu().numpy()
+
+
+def sample_truncated_lognormal(
+    n: int, mean: float, std: float, t_min: float, t_max: float, generator: torch.Generator | None = None
+) -> torch.Tensor:
+    """(n,) float64 t with ln t ~ N(mean, std^2) truncated to [ln t_min, ln t_max] (exact inverse CDF)."""
+    lo, hi = (math.log(t_min) - mean) / std, (math.log(t_max) - mean) / std
+    u = _uniform(n, generator, torch.device("cpu"))
+    p = special.ndtr(lo) + u * (special.ndtr(hi) - special.ndtr(lo))
+    z = np.clip(special.ndtri(p), lo, hi)
+    return torch.from_numpy(np.exp(mean + std * z))
+
+
+def sample_truncated_log_student_t(
+    n: int, df: float, loc: float, scale: float, t_min: float, t_max: float, generator: torch.Generator | None = None
+) -> torch.Tensor:
+    """(n,) float64 t with ln t ~ Student-t(df, loc, scale) truncated to [ln t_min, ln t_max].
+
+    Drawn exactly by inverse-CDF on the truncated interval (the same law as rejection sampling, and
+    never clamping: with df = 0.01 almost all untruncated mass lies far outside the interval).
+    """
+    lo, hi = (math.log(t_min) - loc) / scale, (math.log(t_max) - loc) / scale
+    u = _uniform(n, generator, torch.device("cpu"))
+    flo, fhi = special.stdtr(df, lo), special.stdtr(df, hi)
+    z = np.clip(special.stdtrit(df, flo + u * (fhi - flo)), lo, hi)
+    return torch.from_numpy(np.exp(loc + scale * z))
+
+
+@contextlib.contextmanager
+def _same_rng(device: torch.device) -> Iterator[Callable[[], None]]:
+    """Yield a function that rewinds the global RNG (CPU and, if used, CUDA) to its state on entry.
+
+    Stage-1 and stage-2 targets must see the same dropout mask as the online pass.
+    """
+    cpu = torch.get_rng_state()
+    cuda = torch.cuda.get_rng_state(device) if device.type == "cuda" else None
+
+    def rewind() -> None:
+        torch.set_rng_state(cpu)
+        if cuda is not None:
+            torch.cuda.set_rng_state(cuda, device)
+
+    yield rewind
+
+
+def _weight(kind: str, t: torch.Tensor, dt: torch.Tensor, sigma_data: float) -> torch.Tensor:
+    if kind == "inv_dt":
+        return 1 / dt
+    if kind == "cout_sq":
+        return 1 / edm_coefficients(t, sigma_data)[1] ** 2
+    return torch.ones_like(t)
+
+
+def _check_common(schedule: Any, c: float, weighting: str) -> None:
+    if not isinstance(schedule, ECTSchedule):
+        raise TypeError(f"schedule must be an ECTSchedule, got {type(schedule).__name__}")
+    if not c >= 0:
+        raise ValueError(f"c must be >= 0, got {c}")
+    if weighting not in WEIGHTINGS:
+        raise ValueError(f"weighting must be one of {WEIGHTINGS}, got {weighting!r}")
+
+
+def _check_x0(x0: Any) -> torch.Tensor:
+    check_float("x0", x0, 2)
+    return check_finite("x0", x0)
+
+
+def _pair_loss(
+    f: Callable[..., torch.Tensor],
+    x0: torch.Tensor,
+    t: torch.Tensor,
+    r: torch.Tensor,
+    cond: dict[str, Any],
+    c: float,
+    generator: torch.Generator | None,
+) -> torch.Tensor:
+    """d(f(x + t n, t), stopgrad f(x + r n, r)) with shared noise n and a shared dropout mask."""
+    n = torch.randn(x0.shape, generator=generator, device=x0.device, dtype=x0.dtype)
+    y_t, y_r = x0 + bcast(t, x0) * n, x0 + bcast(r, x0) * n
+    with _same_rng(x0.device) as rewind:
+        d_t = f(y_t, t, **cond)
+        rewind()
+        with torch.no_grad():
+            d_r = torch.nan_to_num(f(y_r, r, **cond))
+    return pseudo_huber(d_t, d_r.detach(), c)
+
+
+class ConsistencyTrainingLoss(nn.Module):
+    """Stage-1 consistency training (ECT, Geng et al. 2024; iCT distance, Song & Dhariwal 2023).
+
+    ln t ~ N(P_mean, P_std^2) truncated to [t_min, t_max]; r = t - Delta_t(step); shared noise
+    y_t = x + t n, y_r = x + r n; loss_b = w(t_b) d(f(y_t, t), stopgrad f(y_r, r)) with the same
+    dropout mask for both passes, d the pseudo-Huber distance and w = 1/Delta_t (``"inv_dt"``),
+    1/c_out(t)^2 (``"cout_sq"``) or 1 (``"one"``).
+
+    Parameters
+    ----------
+    schedule: the :class:`ECTSchedule`.
+    P_mean, P_std: log-normal of t (CIFAR-10: -1.1, 2.0).
+    t_min, t_max: eps = 0.002 and T = 80.
+    c: pseudo-Huber constant (1e-8 = L2 norm, CIFAR-10; 0.06 ImageNet 64).
+    weighting: ``"inv_dt"`` (default), ``"cout_sq"`` or ``"one"``.
+    sigma_data: for ``"cout_sq"``.
+    """
+
+    def __init__(
+        self,
+        schedule: ECTSchedule,
+        P_mean: float = -1.1,
+        P_std: float = 2.0,
+        t_min: float = 0.002,
+        t_max: float = 80.0,
+        c: float = 1e-8,
+        weighting: str = "inv_dt",
+        sigma_data: float = 0.5,
+    ) -> None:
+        super().__init__()
+        _check_common(schedule, c, weighting)
+        if not 0 < t_min < t_max:
+            raise ValueError(f"need 0 < t_min < t_max, got t_min={t_min}, t_max={t_max}")
+        if not P_std > 0:
+            raise ValueError(f"P_std must be > 0, got {P_std}")
+        self.schedule, self.P_mean, self.P_std = schedule, float(P_mean), float(P_std)
+        self.t_min, self.t_max, self.c, self.weighting, self.sigma_data = t_min, t_max, c, weighting, sigma_data
+
+    def sample_t(self, n: int, generator: torch.Generator | None = None) -> torch.Tensor:
+        """(n,) float64 noise levels from the truncated log-normal."""
+        return sample_truncated_lognormal(n, self.P_mean, self.P_std, self.t_min, self.t_max, generator)
+
+    def forward(
+        self,
+        denoiser: Callable[..., torch.Tensor],
+        x0: torch.Tensor,
+        step: int,
+        cond: dict[str, Any] | None = None,
+        generator: torch.Generator | None = None,
+        t: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """Per-sample loss (B,); x0: (B, ...) data; step: global iteration (sets the Delta_t stage).
+
+        ``t`` (B,) overrides the sampled noise levels (for tests).
+        """
+        x0 = _check_x0(x0)
+        if t is None:
+            t = self.sample_t(x0.shape[0], generator)
+        t = t.to(x0.device, x0.dtype)
+        r = self.schedule.r(t, step)
+        d = _pair_loss(denoiser, x0, t, r, cond or {}, self.c, generator)
+        return _weight(self.weighting, t, t - r, self.sigma_data) * d
+
+
+class TruncatedConsistencyLoss(nn.Module):
+    """Stage-2 truncated consistency training (Lee et al. 2025, TCM).
+
+    A fraction ``boundary_prob`` of the batch (chosen at random) sits at t = t' (routed to the
+    student); its targets at r = t' - Delta_t < t' come from the frozen teacher: L_B. The rest has
+    ln t ~ Student-t(df, loc, scale) truncated to [ln t', ln T] (or a truncated log-normal with
+    ``t_dist="lognormal"``, an ablation) and targets stopgrad f_trunc(y_r, r): L_C.
+    Total loss = mean(w d | consistency) + w_boundary * mean(w d | boundary).
+
+    Parameters
+    ----------
+    schedule: the stage-1 :class:`ECTSchedule` (pass the *global* step: the stage counter continues).
+    t_prime: dividing time t' (1.0); must lie in (t_min, t_max).
+    boundary_prob: lambda_b, fraction of boundary samples, in [0, 1) (0.25).
+    w_boundary: w_b, weight of the boundary loss (0.1).
+    t_dist: ``"student_t"`` (paper) or ``"lognormal"``.
+    df, loc, scale: Student-t of ln t (0.01, 0, 0.2); for ``"lognormal"`` loc/scale are mean/std.
+    c, weighting, sigma_data: as in :class:`ConsistencyTrainingLoss`.
+    t_min, t_max: eps and T.
+    """
+
+    def __init__(
+        self,
+        schedule: ECTSchedule,
+        t_prime: float = 1.0,
+        boundary_prob: float = 0.25,
+        w_boundary: float = 0.1,
+        t_dist: str = "student_t",
+        df: float = 0.01,
+        loc: float = 0.0,
+        scale: float = 0.2,
+        c: float = 1e-8,
+        weighting: str = "inv_dt",
+        t_min: float = 0.002,
+        t_max: float = 80.0,
+        sigma_data: float = 0.5,
+    ) -> None:
+        super().__init__()
+        _check_common(schedule, c, weighting)
+        if not (isinstance(t_prime, (int, float)) and t_min < t_prime < t_max):
+            raise ValueError(f"t_prime must be in (t_min, t_max) = ({t_min}, {t_max}), got {t_prime!r}")
+        if not 0 <= boundary_prob < 1:
+            raise ValueError(f"boundary_prob must be in [0, 1), got {boundary_prob}")
+        if not w_boundary >= 0:
+            raise ValueError(f"w_boundary must be >= 0, got {w_boundary}")
+        if t_dist not in ("student_t", "lognormal"):
+            raise ValueError(f"t_dist must be 'student_t' or 'lognormal', got {t_dist!r}")
+        if not (df > 0 and scale > 0):
+            raise ValueError(f"df and scale must be > 0, got df={df}, scale={scale}")
+        self.schedule, self.t_prime, self.boundary_prob, self.w_boundary = (
+            schedule,
+            float(t_prime),
+            boundary_prob,
+            w_boundary,
+        )
+        self.t_dist, self.df, self.loc, self.scale = t_dist, df, loc, scale
+        self.c, self.weighting, self.t_min, self.t_max, self.sigma_data = c, weighting, t_min, t_max, sigma_data
+
+    def sample_t(self, n: int, generator: torch.Generator | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """(n,) float64 noise levels and the (n,) bool mask of boundary samples (t = t')."""
+        if self.t_dist == "student_t":
+            t = sample_truncated_log_student_t(n, self.df, self.loc, self.scale, self.t_prime, self.t_max, generator)
+        else:
+            t = sample_truncated_lognormal(n, self.loc, self.scale, self.t_prime, self.t_max, generator)
+        gen_dev = generator.device if generator is not None else torch.device("cpu")
+        perm = torch.randperm(n, generator=generator, device=gen_dev).cpu()
+        boundary = torch.zeros(n, dtype=torch.bool)
+        boundary[perm[: int(n * self.boundary_prob)]] = True
+        return torch.where(boundary, torch.full_like(t, self.t_prime), t), boundary
+
+    def forward(
+        self,
+        model: TruncatedCM,
+        x0: torch.Tensor,
+        step: int,
+        cond: dict[str, Any] | None = None,
+        generator: torch.Generator | None = None,
+        t: torch.Tensor | None = None,
+        boundary: torch.Tensor | None = None,
+    ) -> dict[str, torch.Tensor]:
+        """Stage-2 loss on a batch x0 (B, ...) at global iteration ``step``.
+
+        ``t`` (B,) and ``boundary`` (B,) bool override the sampled levels (for tests).
+
+        Returns
+        -------
+        dict: ``loss`` (scalar to minimise), ``L_C`` and ``L_B`` (scalar means of the weighted
+        consistency / boundary terms, 0 when empty), ``per_sample`` (B,) weighted distances and
+        ``boundary`` (B,) bool mask.
+        """
+        if not isinstance(model, TruncatedCM):
+            raise TypeError(f"model must be a TruncatedCM, got {type(model).__name__}")
+        if abs(model.t_prime - self.t_prime) > 1e-12:
+            raise ValueError(f"model.t_prime={model.t_prime} differs from the loss's t_prime={self.t_prime}")
+        x0 = _check_x0(x0)
+        if t is None:
+            t, boundary = self.sample_t(x0.shape[0], generator)
+        elif boundary is None:
+            boundary = t <= self.t_prime
+        t, boundary = t.to(x0.device, x0.dtype), boundary.to(x0.device)
+        # float32 round-off must not send a boundary sample (t = t') to the teacher
+        t = torch.where(boundary, torch.full_like(t, self.t_prime), t.clamp_min(self.t_prime))
+        r = self.schedule.r(t, step)
+        d = _pair_loss(model, x0, t, r, cond or {}, self.c, generator)
+        per = _weight(self.weighting, t, t - r, self.sigma_data) * d
+        zero = per.sum() * 0
+        l_c = per[~boundary].mean() if bool((~boundary).any()) else zero
+        l_b = per[boundary].mean() if bool(boundary.any()) else zero
+        return {"loss": l_c + self.w_boundary * l_b, "L_C": l_c, "L_B": l_b, "per_sample": per, "boundary": boundary}

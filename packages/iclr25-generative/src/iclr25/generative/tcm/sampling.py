@@ -1,0 +1,62 @@
+"""One- and few-step sampling of (truncated) consistency models via the core sampler."""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+
+from iclr25.generative.diffusion import samplers
+
+from .model import TruncatedCM
+
+__all__ = ["consistency_sample"]
+
+
+def consistency_sample(
+    f: Callable[..., torch.Tensor],
+    shape: Sequence[int],
+    sigmas: Sequence[float] = (80.0,),
+    generator: torch.Generator | None = None,
+    cond: dict[str, Any] | None = None,
+    sigma_min: float = 0.002,
+    device: torch.device | str | None = None,
+    dtype: torch.dtype = torch.float32,
+) -> torch.Tensor:
+    """Multistep consistency sampling: x = f(T z, T), then x = f(x + sqrt(t_i^2 - eps^2) z, t_i).
+
+    ``sigmas=(80.,)`` is 1-step sampling; ``(80., t_mid)`` is 2-step. For a :class:`TruncatedCM`,
+    an intermediate level below t' is answered by the stage-1 teacher (a warning says so).
+
+    Parameters
+    ----------
+    f: consistency function ``f(x, t, **cond)``.
+    shape: output shape (B, ...).
+    sigmas: strictly decreasing noise levels, all > ``sigma_min``; the first is T.
+
+    Returns
+    -------
+    ``shape`` tensor of samples.
+    """
+    if isinstance(f, TruncatedCM) and any(float(s) < f.t_prime for s in sigmas):
+        warnings.warn(
+            f"consistency_sample: levels {[float(s) for s in sigmas if float(s) < f.t_prime]} are below "
+            f"t'={f.t_prime}; the stage-1 teacher is used there, not the truncated student",
+            stacklevel=2,
+        )
+    if device is None and isinstance(f, torch.nn.Module):
+        p = next(f.parameters(), None)
+        device = p.device if p is not None else None
+    was_training = getattr(f, "training", False)
+    if isinstance(f, torch.nn.Module):
+        f.eval()
+    try:
+        with torch.no_grad():
+            return samplers.consistency_sample(
+                f, shape, sigmas, sigma_min=sigma_min, cond=cond, generator=generator, device=device, dtype=dtype
+            )
+    finally:
+        if isinstance(f, torch.nn.Module):
+            f.train(was_training)

@@ -1,0 +1,57 @@
+import math
+
+import pytest
+import torch
+
+from iclr25.generative.tcm import ECTSchedule, sample_truncated_log_student_t, sample_truncated_lognormal
+
+
+def test_ratio_sequence_and_cap():
+    s = ECTSchedule(q=2, double_every=10, ratio_limit=0.999)
+    ratios = [s.ratio(10 * k) for k in range(12)]
+    want = [min(1 - 2.0 ** -(k + 1), 0.999) for k in range(12)]
+    assert ratios[:4] == [0.5, 0.75, 0.875, 0.9375]
+    assert ratios == pytest.approx(want, abs=0)
+    assert ratios[-1] == 0.999 and s.ratio(9) == 0.5 and s.ratio(10) == 0.75
+
+
+def test_delta_bounds_and_monotone_in_stage():
+    s = ECTSchedule(q=2, double_every=1)
+    t = torch.logspace(math.log10(0.002), math.log10(80), 200, dtype=torch.float64)
+    prev = None
+    for step in range(12):
+        d, r = s.delta(t, step), s.r(t, step)
+        assert bool((d <= t).all()) and bool((d > 0).all()) and bool((r >= 1e-6).all())
+        torch.testing.assert_close(t - d, r)
+        raw = t * (1 - s.ratio(step)) * (1 + 8 * torch.sigmoid(-t))
+        free = t - raw >= 1e-6  # where r is not clipped, Delta_t is the closed form
+        torch.testing.assert_close(d[free], raw[free])
+        if prev is not None:
+            assert bool((d <= prev).all())
+            if s.ratio(step) > s.ratio(step - 1):  # strictly smaller until the ratio cap is reached
+                assert bool((d < prev)[t > 1].all())
+        prev = d
+
+
+def test_truncated_samplers_match_cdf():
+    from scipy import special, stats
+
+    g = torch.Generator().manual_seed(0)
+    t = sample_truncated_log_student_t(20_000, 0.01, 0.0, 0.2, 1.0, 80.0, g)
+    assert float(t.min()) >= 1.0 and float(t.max()) <= 80.0
+    lo, hi = special.stdtr(0.01, 0.0), special.stdtr(0.01, math.log(80) / 0.2)
+    cdf = lambda u: (special.stdtr(0.01, u / 0.2) - lo) / (hi - lo)  # noqa: E731
+    ks = stats.kstest(t.log().numpy(), cdf)
+    assert ks.pvalue > 1e-3
+    t2 = sample_truncated_lognormal(20_000, -1.1, 2.0, 0.002, 80.0, g)
+    a, b = (math.log(0.002) + 1.1) / 2, (math.log(80) + 1.1) / 2
+    assert stats.kstest(t2.log().numpy(), stats.truncnorm(a, b, loc=-1.1, scale=2.0).cdf).pvalue > 1e-3
+
+
+def test_bad_schedule_args():
+    with pytest.raises(ValueError, match="q"):
+        ECTSchedule(q=1.0)
+    with pytest.raises(ValueError, match="ratio_limit"):
+        ECTSchedule(ratio_limit=1.0)
+    with pytest.raises(ValueError, match="step"):
+        ECTSchedule().ratio(-1)

@@ -1,0 +1,128 @@
+"""TopoCountLoss / TopoMatchLoss semantics, gradients at critical pixels, invariances, bad input."""
+
+import numpy as np
+import pytest
+import torch
+
+from iclr25.generative.topodiffusion import TopoCountLoss, TopoMatchLoss, disk_masks, superlevel_persistence
+
+
+def _blobs(centres, size=16, peak=(1.0, 1.0, 1.0)):
+    yy, xx = torch.meshgrid(torch.arange(size), torch.arange(size), indexing="ij")
+    img = torch.full((size, size), -1.0)
+    for (cy, cx), p in zip(centres, peak, strict=False):
+        img = torch.maximum(img, -1 + (p + 1) * torch.exp(-((yy - cy) ** 2 + (xx - cx) ** 2) / 3.0))
+    return img
+
+
+def test_zero_for_clean_masks_with_exactly_c_components():
+    masks, counts = disk_masks(12, seed=0)
+    x = masks * 2 - 1
+    loss = TopoCountLoss()(x, counts)
+    assert torch.equal(loss, torch.zeros(12))
+    # a requested count above the number of structures leaves nothing to preserve or remove
+    assert torch.equal(TopoCountLoss()(x, counts + 1), torch.zeros(12))
+    assert (TopoCountLoss()(x, counts - 1) > 0).all()  # one real component too many
+    extra = x.clone()
+    for i in range(12):
+        free = (torch.nn.functional.max_pool2d(masks[i], 5, 1, 2)[0] == 0).nonzero()
+        r, c = free[0].tolist()
+        extra[i, 0, r, c] = -0.5  # a tiny, faint extra blob
+    assert (TopoCountLoss()(extra, counts) > 0).all()
+
+
+def test_paper_form_rewards_persistence():
+    x = _blobs([(4, 4), (11, 11)])[None, None]
+    paper = TopoCountLoss(preserve="paper")(x, torch.tensor([2]))
+    assert paper.item() < 0  # -(b - d)^2 summed over the two kept dots
+
+
+@pytest.mark.parametrize("preserve", ["bounded", "paper"])
+def test_one_step_lowers_the_extra_blob(preserve):
+    g = torch.Generator().manual_seed(0)
+    img = _blobs([(4, 4), (4, 11), (11, 8)], peak=(0.9, 0.8, 0.3)) + 0.02 * torch.randn(16, 16, generator=g)
+    img = img.clamp(-1, 1)[None, None].requires_grad_(True)
+    loss = TopoCountLoss(preserve=preserve)(img, torch.tensor([2]))
+    loss.sum().backward()
+    new = img.detach() - 0.05 * img.grad
+    peak = lambda z: z[0, 0, 9:14, 6:11].max().item()  # noqa: E731
+    assert peak(new) < peak(img.detach())
+    assert new[0, 0, 2:7, 2:7].max() >= img.detach()[0, 0, 2:7, 2:7].max()  # kept blobs do not shrink
+
+
+@pytest.mark.parametrize("dims", [(0,), (1,), (0, 1)])
+@pytest.mark.parametrize("preserve", ["bounded", "paper"])
+def test_gradient_only_at_critical_pixels(dims, preserve):
+    g = torch.Generator().manual_seed(len(dims) + len(preserve))
+    x = (torch.rand(3, 1, 12, 12, generator=g) * 1.8 - 0.9).requires_grad_(True)
+    counts = torch.tensor([[1, 2], [2, 0], [3, 1]])[:, : len(dims)]
+    TopoCountLoss(dims, preserve=preserve)(x, counts).sum().backward()
+    for i in range(3):
+        crit = torch.zeros(12, 12, dtype=torch.bool)
+        for dim in dims:
+            d = superlevel_persistence(x[i, 0].detach(), dim=dim)
+            crit[d.birth_idx[:, 0], d.birth_idx[:, 1]] = True
+            nd = d.death_idx[~d.essential]
+            crit[nd[:, 0], nd[:, 1]] = True
+        assert torch.equal(x.grad[i, 0] != 0, crit)
+
+
+def test_invariant_to_rotations_and_flips():
+    g = torch.Generator().manual_seed(3)
+    x = torch.rand(4, 1, 12, 12, generator=g) * 2 - 1
+    masks, _ = disk_masks(4, size=12, radius=(1.0, 2.0), seed=1)
+    x = torch.cat([x, masks * 2 - 1 + 0.0])
+    counts = torch.tensor([1, 2, 3, 4, 1, 2, 3, 4])
+    for dims in ((0,), (1,)):
+        loss = TopoCountLoss(dims)
+        ref = loss(x, counts)
+        for t in (lambda z: z.rot90(1, (2, 3)), lambda z: z.rot90(2, (2, 3)), lambda z: z.flip(3), lambda z: z.flip(2)):
+            assert torch.allclose(loss(t(x), counts), ref, atol=1e-12, rtol=1e-6)
+
+
+def test_bad_input_and_edge_cases():
+    loss = TopoCountLoss()
+    with pytest.raises(ValueError, match="NaN"):
+        loss(torch.full((1, 1, 4, 4), float("nan")), torch.tensor([1]))
+    with pytest.raises(ValueError, match=">= 0"):
+        loss(torch.zeros(1, 1, 4, 4), torch.tensor([-1]))
+    with pytest.raises(ValueError, match="one channel"):
+        loss(torch.zeros(1, 2, 4, 4), torch.tensor([1]))
+    with pytest.raises(ValueError, match="counts"):
+        loss(torch.zeros(2, 1, 4, 4), torch.tensor([1]))
+    with pytest.raises(TypeError, match="integer"):
+        loss(torch.zeros(1, 1, 4, 4), torch.tensor([1.0]))
+    with pytest.raises(ValueError, match="dims"):
+        TopoCountLoss(dims=(2,))
+    with pytest.raises(ValueError, match="preserve"):
+        TopoCountLoss(preserve="log")
+    assert loss(torch.zeros(0, 1, 4, 4), torch.zeros(0, dtype=torch.long)).shape == (0,)
+    const = torch.full((1, 1, 4, 4), 0.5, requires_grad=True)
+    v = loss(const, torch.tensor([1]))
+    assert torch.isfinite(v).all() and abs(v.item() - 0.25) < 1e-12  # (1 - 0.5)^2, essential death -1
+    v.sum().backward()
+
+
+def test_match_loss():
+    masks, _ = disk_masks(3, seed=2)
+    x0 = masks * 2 - 1
+    m = TopoMatchLoss(dims=(0, 1))
+    assert torch.allclose(m(x0, x0), torch.zeros(3))
+    g = torch.Generator().manual_seed(0)
+    pred = (x0 + 0.5 * torch.randn(x0.shape, generator=g)).clamp(-1, 1).requires_grad_(True)
+    v = m(pred, x0)
+    assert (v > 0).all()
+    v.sum().backward()
+    assert torch.isfinite(pred.grad).all() and pred.grad.abs().sum() > 0
+    with pytest.raises(ValueError, match="same shape"):
+        m(pred, x0[:2])
+
+
+def test_disk_masks_have_the_stated_count():
+    from iclr25.generative.topodiffusion import betti_numbers
+
+    masks, counts = disk_masks(300, seed=4)
+    assert torch.equal(betti_numbers(masks, 0.5)[:, 0], counts)
+    assert torch.equal(betti_numbers(masks, 0.5, connectivity=8)[:, 0], counts)
+    assert set(counts.tolist()) == {1, 2, 3, 4, 5}
+    assert np.array_equal(disk_masks(300, seed=4)[0].numpy(), masks.numpy())
