@@ -70,6 +70,11 @@ def test_phantoms_and_masks():
     masks, counts = data.blob_masks(12, 32, counts=(1, 2, 3, 4), seed=0)
     for m, k in zip(masks, counts, strict=False):
         assert ndimage.label(m[0].numpy())[1] == int(k)  # Betti-0
+    # small masks with many discs: placements that leave no room restart instead of looping forever
+    masks, counts = data.blob_masks(500, 16, counts=(1, 2, 3, 4, 5), seed=2)
+    assert all(ndimage.label(m[0].numpy())[1] == int(k) for m, k in zip(masks, counts, strict=True))
+    with pytest.raises(ValueError, match="cannot place 40 disjoint discs"):
+        data.blob_masks(1, 8, counts=(40,), seed=0)
     ring = data.annulus_masks(3, 32, seed=0)
     for m in ring:
         assert ndimage.label(m[0].numpy())[1] == 1

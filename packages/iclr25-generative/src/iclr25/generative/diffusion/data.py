@@ -193,9 +193,14 @@ def blob_masks(
     for i in range(n):
         k = int(rng.choice(counts))
         centres: list[tuple[float, float, float]] = []
-        tries = 0
+        tries = restarts = 0
         while len(centres) < k:
             tries += 1
+            if tries % 400 == 0:  # the discs placed so far may leave no room for the rest: start over
+                centres.clear()
+                restarts += 1
+                if restarts > 50:
+                    raise ValueError(f"cannot place {k} disjoint discs in a {size}x{size} mask; use a larger size")
             r = rng.uniform(size / 14, size / 7) if tries < 1000 else size / 16
             cy, cx = rng.uniform(r + 1, size - r - 1, 2)
             # keep a 2-pixel gap so discs never touch (components stay separate after rasterising)
