@@ -2,20 +2,11 @@
 
 import pytest
 
-from iclr25.core.experiments import registry
+from iclr25.core.testing import run_quick_reproduction
 
 
 @pytest.mark.repro
 def test_quick_reproduction_fits_card(tmp_path):
-    assert "ltc" in registry.slugs()
-    exp = registry.get("ltc")
-    doc = exp.execute(quick=True, device="cpu", seed=0, out=tmp_path)
-    assert [row["id"] for row in doc["claims"]] == [c.id for c in exp.card.claims]
-    for row, claim in zip(doc["claims"], exp.card.claims, strict=True):
-        if claim.gated:
-            assert isinstance(row["holds"], bool), row
-            assert row["ours"] is not None
-        else:
-            assert row["holds"] is None
+    doc = run_quick_reproduction("ltc", tmp_path)
     assert set(doc["extra"]["models"]) == {"ntc_Z8", "ltc_E8"}
     assert (tmp_path / "results_models.json").exists()

@@ -95,3 +95,26 @@ def assert_cards_belong_to(domain: str) -> None:
     assert cards, f"iclr25-{domain} ships no cards"
     for card in cards:
         assert card.module.startswith(f"iclr25.{domain}."), card.module
+
+
+def run_quick_reproduction(slug: str, out, *, need_baseline: bool = False) -> dict:
+    """Run ``slug``'s registered ``--quick`` reproduction on CPU (seed 0) and check it fits its card.
+
+    Every card claim is reported, in card order; claims gated in quick runs carry a bool ``holds``
+    and a measured ``ours`` (and a ``baseline`` when ``need_baseline``); the others ``holds=None``.
+    Returns the results document for the paper's own further checks.
+    """
+    from .experiments import registry
+
+    assert slug in registry.slugs(), f"{slug} is not registered (is its distribution installed?)"
+    exp = registry.get(slug)
+    doc = exp.execute(quick=True, device="cpu", seed=0, out=out)
+    assert [row["id"] for row in doc["claims"]] == [c.id for c in exp.card.claims]
+    for row, claim in zip(doc["claims"], exp.card.claims, strict=True):
+        if claim.gated_in(quick=True):
+            assert isinstance(row["holds"], bool), row
+            assert row["ours"] is not None, row
+            assert not need_baseline or row["baseline"] is not None, row
+        else:
+            assert row["holds"] is None, row
+    return doc
