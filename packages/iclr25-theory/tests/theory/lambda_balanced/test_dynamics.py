@@ -59,6 +59,24 @@ def test_long_horizon_reaches_round_off(lam, shape):
     assert float(traj["loss"][-1]) <= 1e-20
 
 
+def test_late_time_loss_decays_at_the_slowest_linearised_rate():
+    """At λ = 0 with Ni > rank(Σyx), the error along (u_min, ker Σyx) relaxes at rate s_min.
+
+    Near the fixed point, d(W2W1)/dt = W2W2ᵀE + E W1ᵀW1 with E = Σyx − W2W1; at λ = 0 W1ᵀW1 vanishes on
+    ker Σyx, so that block of E decays only through W2W2ᵀ, whose smallest eigenvalue is s_min. The loss
+    (quadratic in E) therefore decays as exp(−2 s_min t) once faster modes are gone — an independent,
+    long-horizon check of the stepped Riccati solution (the next rate is ≥ 4 s_min, so the correction
+    over [60, 100] is below exp(−2 s_min · 60) ≈ 1e-13 relative).
+    """
+    X, _, syx, gen = _task(5, 3, seed=0)
+    s_min = float(torch.linalg.svdvals(syx)[-1])
+    W1, W2 = lambda_balanced_init(0.0, 5, 3, 3, scale=1e-3, generator=gen)
+    loss = exact_trajectory(W1, W2, syx, 0.0, torch.tensor([60.0, 100.0], dtype=torch.float64), X=X)["loss"]
+    assert float(loss[-1]) > 1e-27  # still far above round-off, so the rate is measurable
+    rate = math.log(float(loss[0]) / float(loss[1])) / 40.0
+    assert rate == pytest.approx(2 * s_min, rel=1e-3)
+
+
 def test_one_shot_evaluation_breaks_down_where_stepping_does_not():
     _X, _, syx, gen = _task(5, 3, seed=11)
     W1, W2 = lambda_balanced_init(1.0, 5, 3, 3, scale=0.1, generator=gen)

@@ -147,6 +147,7 @@ def _sweep(seed: int, device: torch.device, gd_draws: int) -> tuple[dict[str, Me
     equal_dists = torch.zeros_like(dists)
     gd_dists = torch.full((gd_draws, len(SWEEP_LAMS)), float("nan"), dtype=torch.float64)
     half_times = []
+    slow: dict | None = None  # the run furthest from convergence at T_END, with the rate it converges at
     grid = torch.linspace(0.0, T_END, 601, dtype=torch.float64)
     for d in progress(range(DRAWS), desc="lambda_balanced draws", total=DRAWS):
         gen = torch.Generator().manual_seed(seed * 1000 + d)
@@ -164,6 +165,8 @@ def _sweep(seed: int, device: torch.device, gd_draws: int) -> tuple[dict[str, Me
             w1_change[d, j] = _rel_change(tr["W1tW1"][0], tr["W1tW1"][-1])
             w2_change[d, j] = _rel_change(tr["W2W2t"][0], tr["W2W2t"][-1])
             losses[d, j] = tr["loss"][-1]
+            if slow is None or float(losses[d, j]) > slow["loss"]:
+                slow = {"draw": d, "lam": lam, "loss": float(losses[d, j]), "W": (W1, W2), "task": (X, syx)}
             if d == 0:
                 loss = tr["loss"]
                 below = torch.nonzero(loss <= loss[0] / 2)
@@ -181,6 +184,7 @@ def _sweep(seed: int, device: torch.device, gd_draws: int) -> tuple[dict[str, Me
     rich_ok, lazy_ok, loss_ok = float(mean[0]) >= 0.15, float(mean[-1]) <= 0.01, max_loss <= 1e-20
     holds = strictly and rich_ok and lazy_ok and loss_ok
     per_draw_decreasing = int((dists[:, 1:] < dists[:, :-1]).all(dim=1).sum())
+    slowest = _slowest_run(slow)
     fmt = ", ".join
     claims = {
         "ntk_change_vs_lambda": Measurement(
@@ -190,7 +194,8 @@ def _sweep(seed: int, device: torch.device, gd_draws: int) -> tuple[dict[str, Me
             note=(
                 f"mean kernel distance over {DRAWS} draws for λ = {list(SWEEP_LAMS)}; strictly decreasing: "
                 f"{strictly} ({per_draw_decreasing}/{DRAWS} draws individually); >= 0.15 at λ=0: {rich_ok}; "
-                f"<= 0.01 at λ=20: {lazy_ok}; max final loss {max_loss:.2e} (<= 1e-20: {loss_ok}); baseline: "
+                f"<= 0.01 at λ=20: {lazy_ok}; max final loss {max_loss:.2e} (<= 1e-20: {loss_ok}; "
+                f"{int((losses > 1e-20).sum())} of {losses.numel()} runs above; {slowest['text']}); baseline: "
                 f"gradient descent (lr 1e-2) on the first {gd_draws} draws; init: λ-balanced re-split of a "
                 f"Gaussian product σ² G2 G1, σ² = {SCALE:g}; with every product singular value equal to {SCALE:g} "
                 f"instead, the means are {fmt(f'{v:.4f}' for v in equal_dists.mean(0).tolist())}"
@@ -211,8 +216,30 @@ def _sweep(seed: int, device: torch.device, gd_draws: int) -> tuple[dict[str, Me
         "rel_change_W1tW1_mean": w1_change.mean(0).tolist(),
         "final_loss_max_per_lam": losses.max(0).values.tolist(),
         "half_loss_time": half_times,
+        "slowest_run": {k: v for k, v in slowest.items() if k != "text"},
     }
     return claims, extra
+
+
+def _slowest_run(slow: dict) -> dict:
+    """Why the slowest run is not at round-off by T_END: its measured late-time loss decay rate.
+
+    At λ = 0 the part of the error on ker Σyx relaxes only through W2W2ᵀ, at rate s_min (loss: 2 s_min), so
+    a teacher with a small singular value needs longer than T_END; the extrapolated time says how long.
+    """
+    W1, W2 = slow["W"]
+    X, syx = slow["task"]
+    times = torch.tensor([T_END, T_END + 40.0], dtype=torch.float64)
+    loss = exact_trajectory(W1, W2, syx, slow["lam"], times, X=X)["loss"].tolist()
+    s_min = float(torch.linalg.svdvals(syx)[-1])
+    rate = math.log(loss[0] / loss[1]) / 40.0 if loss[1] > 0 and loss[0] > loss[1] else float("nan")
+    reach = T_END + math.log(loss[0] / 1e-20) / rate if loss[0] > 1e-20 and rate > 0 else T_END
+    info = {"draw": slow["draw"], "lam": slow["lam"], "loss": loss[0], "s_min": s_min, "rate": rate, "t_1e-20": reach}
+    info["text"] = (
+        f"slowest: draw {slow['draw']}, λ = {slow['lam']:g}, teacher s_min = {s_min:.3f}, late-time loss decay rate "
+        f"{rate:.4f} (2 s_min = {2 * s_min:.4f}), reaches 1e-20 at t ≈ {reach:.0f}"
+    )
+    return info
 
 
 def _sign(seed: int, device: torch.device) -> tuple[Measurement, dict]:
