@@ -49,6 +49,25 @@ def test_sweep_equals_sequential_runs():
         assert max(abs(a - b) for a, b in zip(seq["train_loss"], res["train_loss"], strict=True)) < 1e-5
 
 
+def test_sweep_reports_reference_losses_on_its_own_test_tokens():
+    torch.set_num_threads(1)
+    cfg = MarkovTransformerConfig(d_model=4, max_len=16)
+    chain, seed = BinaryMarkovChain(0.2, 0.3), 5
+    (res,) = train_sweep(_models(cfg, [seed]), [chain], [seed], iters=2, length=16, eval_batch=32)
+    # The sweep's test set is the run's test stream, the same one train_markov would draw.
+    test = chain.sample(32, 17, generator=torch.Generator().manual_seed(seed + 1_000_003)).long()
+    prev, nxt = test[:, :-1], test[:, 1:]
+    p_one = torch.where(prev == 0, torch.tensor(0.2, dtype=torch.float64), torch.tensor(0.7, dtype=torch.float64))
+    chain_nll = -torch.where(nxt == 1, p_one.log(), (1 - p_one).log()).mean()
+    pi_one = 0.2 / 0.5
+    log_pi = torch.tensor([math.log(1 - pi_one), math.log(pi_one)], dtype=torch.float64)
+    unigram_nll = -log_pi[nxt].mean()
+    assert res["test_chain_loss"] == pytest.approx(float(chain_nll), abs=1e-12)
+    assert res["test_unigram_loss"] == pytest.approx(float(unigram_nll), abs=1e-12)
+    # The chain is the Bayes predictor: no model can beat it in expectation, and this one is untrained.
+    assert res["test_loss"] > res["test_chain_loss"]
+
+
 def test_training_is_deterministic_and_learns_bigram_when_untied():
     torch.set_num_threads(1)
     chain = BinaryMarkovChain(0.9, 0.9)  # rate 0.325 vs H(pi) 0.693

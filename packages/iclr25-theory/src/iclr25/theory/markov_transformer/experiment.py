@@ -7,9 +7,12 @@ Runs of one architecture train together under ``vmap`` (:func:`train_sweep`), wh
 run exactly the data and initialisation a separate :func:`train_markov` call would.
 
 Gated: tied p=q=0.8 and tied p=0.5, q=0.8 end at H(pi); untied p=q=0.8 and tied p=q=0.2 end at
-the entropy rate; the exact Hessian at theta_pi (d=2, N=5) has no negative eigenvalue when tied
-with p+q>1 and a negative one when untied. Report-only: a 2-layer theory model and the official
-LayerNorm architecture (two-token tied head, GELU, pre-LN), which the paper reports reach the bigram.
+the entropy rate — each measured against the unigram predictor's or the true chain's loss on the same
+test tokens, which removes the test set's sampling noise (about ±0.005 nats at 256 x 128 tokens; the
+notes print the plain |test loss - H(pi)| and |test loss - rate| as well); the exact Hessian at
+theta_pi (d=2, N=5) has no negative eigenvalue when tied with p+q>1 and a negative one when untied.
+Report-only: a 2-layer theory model and the official LayerNorm architecture (two-token tied head,
+GELU, pre-LN), which the paper reports reach the bigram.
 """
 
 from __future__ import annotations
@@ -39,12 +42,30 @@ OFFICIAL_LN = "official architecture: two-token tied wte/lm_head (head bias unti
 
 def _sweep(
     cfg: MarkovTransformerConfig, chains: list[BinaryMarkovChain], seeds: list[int], iters: int, device: torch.device
-) -> list[float]:
+) -> list[dict[str, float]]:
+    """Per run: final test loss and the chain's / unigram predictor's losses on the same test tokens."""
     models = []
     for s in seeds:
         torch.manual_seed(s)
         models.append(MarkovTransformer(cfg).to(device))
-    return [r["test_loss"] for r in train_sweep(models, chains, seeds, iters=iters, batch=16, length=cfg.max_len)]
+    runs = train_sweep(models, chains, seeds, iters=iters, batch=16, length=cfg.max_len)
+    keys = ("test_loss", "test_chain_loss", "test_unigram_loss")
+    return [{k: r[k] for k in keys} for r in runs]
+
+
+def _losses(runs: list[dict[str, float]]) -> list[float]:
+    return [r["test_loss"] for r in runs]
+
+
+def _gap(runs: list[dict[str, float]], reference: str) -> float:
+    """Worst |model - reference predictor| on the same test tokens: the population gap without test noise."""
+    return max(abs(r["test_loss"] - r[reference]) for r in runs)
+
+
+def _gap_note(runs: list[dict[str, float]], reference: str, value: float, name: str) -> str:
+    raw = _worst_gap(_losses(runs), value)
+    noise = ", ".join(f"{r[reference] - value:+.4f}" for r in runs)
+    return f"worst |test loss - {name}| {raw:.4f}, of which the test set's own deviation per seed is {noise}"
 
 
 def _worst_gap(losses: list[float], reference: float) -> float:
@@ -105,33 +126,40 @@ def run(quick: bool, device: torch.device, seed: int, out: Path) -> Outcome:
     h_asym, r_low = asym.unigram_entropy(), low.entropy_rate()
     pred = predicted_curvatures(high)
 
-    def mean(v: list[float]) -> float:
-        return sum(v) / len(v)
+    def excess(runs: list[dict[str, float]], reference: str) -> float:
+        """Mean signed gap to a reference predictor on the same test tokens (baselines)."""
+        return sum(r["test_loss"] - r[reference] for r in runs) / len(runs)
 
+    # Gates compare the model with the reference predictor (unigram / true chain) on the same test tokens:
+    # 256 x 128 test tokens put about ±0.005 nats of sampling noise on the test set's own entropy, so
+    # |test loss - rate| can exceed 0.01 even for a model that equals the chain (the note prints both).
+    uni, chn = "test_unigram_loss", "test_chain_loss"
+    base_uni = "baseline: untied, mean loss - unigram loss on the same tokens"
+    base_rate = "baseline: tied p=q=0.8, mean loss - chain loss on the same tokens"
     claims = {
         "tied_stuck_unigram": Measurement(
-            ours=_worst_gap(tied_high, h_high),
-            baseline=mean(untied_high) - h_high,
-            holds=_worst_gap(tied_high, h_high) <= tol,
-            note=f"p=q=0.8, worst |loss - H(pi)| over {k} seed(s), tol {tol}; baseline: untied, mean loss - H(pi)",
+            ours=_gap(tied_high, uni),
+            baseline=excess(untied_high, uni),
+            holds=_gap(tied_high, uni) <= tol,
+            note=f"p=q=0.8, {k} seed(s), tol {tol}; {_gap_note(tied_high, uni, h_high, 'H(pi)')}; {base_uni}",
         ),
         "tied_stuck_unigram_asym": Measurement(
-            ours=_worst_gap(tied_asym, h_asym),
-            baseline=mean(untied_asym) - h_asym,
-            holds=_worst_gap(tied_asym, h_asym) <= tol,
-            note=f"p=0.5, q=0.8, worst |loss - H(pi)|, tol {tol}; baseline: untied, mean loss - H(pi)",
+            ours=_gap(tied_asym, uni),
+            baseline=excess(untied_asym, uni),
+            holds=_gap(tied_asym, uni) <= tol,
+            note=f"p=0.5, q=0.8, tol {tol}; {_gap_note(tied_asym, uni, h_asym, 'H(pi)')}; {base_uni}",
         ),
         "untied_reaches_bigram": Measurement(
-            ours=_worst_gap(untied_high, r_high),
-            baseline=mean(tied_high) - r_high,
-            holds=_worst_gap(untied_high, r_high) <= tol,
-            note=f"p=q=0.8, worst |loss - rate|, tol {tol}; baseline: tied, mean loss - rate",
+            ours=_gap(untied_high, chn),
+            baseline=excess(tied_high, chn),
+            holds=_gap(untied_high, chn) <= tol,
+            note=f"p=q=0.8, tol {tol}; {_gap_note(untied_high, chn, r_high, 'rate')}; {base_rate}",
         ),
         "low_switching_reaches_bigram": Measurement(
-            ours=_worst_gap(tied_low, r_low),
-            baseline=mean(tied_high) - r_high,
-            holds=_worst_gap(tied_low, r_low) <= tol,
-            note=f"tied p=q=0.2, worst |loss - rate|, tol {tol}; baseline: tied p=q=0.8, mean loss - rate",
+            ours=_gap(tied_low, chn),
+            baseline=excess(tied_high, chn),
+            holds=_gap(tied_low, chn) <= tol,
+            note=f"tied p=q=0.2, tol {tol}; {_gap_note(tied_low, chn, r_low, 'rate')}; {base_rate}",
         ),
         "unigram_hessian": Measurement(
             ours=min_tied,
@@ -143,14 +171,14 @@ def run(quick: bool, device: torch.device, seed: int, out: Path) -> Outcome:
             ),
         ),
         "deeper_reaches_bigram": Measurement(
-            ours=mean(two_layer) - r_high,
-            baseline=mean(tied_high) - r_high,
-            note="2-layer tied theory model (no LN), p=q=0.8, mean loss - rate; baseline: 1 layer",
+            ours=excess(two_layer, chn),
+            baseline=excess(tied_high, chn),
+            note="2-layer tied theory model (no LN), p=q=0.8, mean loss - chain loss on the test tokens; base: 1 layer",
         ),
         "layernorm_reaches_bigram": Measurement(
-            ours=mean(ln_one) - r_high,
-            baseline=mean(tied_high) - r_high,
-            note=f"{OFFICIAL_LN}, 1 layer, p=q=0.8, mean loss - rate; baseline: tied theory model",
+            ours=excess(ln_one, chn),
+            baseline=excess(tied_high, chn),
+            note=f"{OFFICIAL_LN}, 1 layer, p=q=0.8, mean loss - chain loss on the test tokens; baseline: tied model",
         ),
     }
     extra: dict[str, Any] = {
@@ -165,14 +193,24 @@ def run(quick: bool, device: torch.device, seed: int, out: Path) -> Outcome:
             "p=q=0.2": {"unigram_entropy": low.unigram_entropy(), "entropy_rate": r_low},
         },
         "test_losses": {
-            "tied p=q=0.8": tied_high,
-            "tied p=0.5,q=0.8": tied_asym,
-            "tied p=q=0.2": tied_low,
-            "untied p=q=0.8": untied_high,
-            "untied p=0.5,q=0.8": untied_asym,
-            "2-layer tied p=q=0.8 (no LN)": two_layer,
-            "official LN 1-layer p=q=0.8": ln_one,
-            "official LN 2-layer p=q=0.8": ln_two,
+            "tied p=q=0.8": _losses(tied_high),
+            "tied p=0.5,q=0.8": _losses(tied_asym),
+            "tied p=q=0.2": _losses(tied_low),
+            "untied p=q=0.8": _losses(untied_high),
+            "untied p=0.5,q=0.8": _losses(untied_asym),
+            "2-layer tied p=q=0.8 (no LN)": _losses(two_layer),
+            "official LN 1-layer p=q=0.8": _losses(ln_one),
+            "official LN 2-layer p=q=0.8": _losses(ln_two),
+        },
+        "reference_losses_on_test_tokens": {
+            name: [{"chain": r[chn], "unigram": r[uni]} for r in runs]
+            for name, runs in (
+                ("tied p=q=0.8", tied_high),
+                ("tied p=0.5,q=0.8", tied_asym),
+                ("tied p=q=0.2", tied_low),
+                ("untied p=q=0.8", untied_high),
+                ("untied p=0.5,q=0.8", untied_asym),
+            )
         },
         "hessian_spectrum_nonzero": {"tied p=q=0.8": spec_tied, "untied p=q=0.8": spec_untied},
     }

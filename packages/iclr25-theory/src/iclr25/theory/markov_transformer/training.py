@@ -178,6 +178,14 @@ def train_markov(
     }
 
 
+def _chain_loss(chain: BinaryMarkovChain, seqs: torch.Tensor, unigram: bool = False) -> float:
+    """Mean cross-entropy (nats) on ``seqs[:, 1:]`` of the chain's true next-token probabilities, or of
+    the stationary probability ``pi(1)`` at every position when ``unigram``."""
+    target = seqs[:, 1:].to(torch.float64)
+    prob = torch.full_like(target, float(chain.stationary()[1])) if unigram else chain.next_one_prob(seqs[:, :-1])
+    return float(F.binary_cross_entropy(prob, target))
+
+
 class _SweepSampler:
     """Draws the R runs' batches as one ``(R, n, length)`` tensor, run r's rows equal to ``chains[r].sample``.
 
@@ -247,7 +255,10 @@ def train_sweep(
     -------
     list of R dicts with ``test_loss``, ``train_loss`` (per step), ``unigram_entropy``,
     ``entropy_rate``, ``iters`` and ``seconds`` (wall time of the whole sweep), plus ``state``
-    (the run's trained parameters, detached).
+    (the run's trained parameters, detached), ``test_chain_loss`` (the data-generating chain's own loss
+    on the same test tokens) and ``test_unigram_loss`` (the stationary unigram predictor's loss on them).
+    ``test_loss - test_chain_loss`` estimates the model's excess over the entropy rate without the test
+    set's sampling noise, which ``test_loss - entropy_rate`` carries (likewise for the unigram).
     """
     if not isinstance(models, (list, tuple)) or not models:
         raise ValueError(f"models must be a non-empty list of MarkovTransformer, got {models!r}")
@@ -291,6 +302,8 @@ def train_sweep(
         log_losses[step] = losses.detach()
     with torch.no_grad():
         final = losses_of(params, test).tolist()
+        chain_loss = [_chain_loss(chains[r], test[r]) for r in range(n_runs)]
+        unigram_loss = [_chain_loss(chains[r], test[r], unigram=True) for r in range(n_runs)]
     curves = log_losses.T.tolist()
     seconds = time.perf_counter() - start
     log.info("train_sweep: %d runs x %d steps in %.1fs", n_runs, iters, seconds)
@@ -298,6 +311,8 @@ def train_sweep(
         {
             "train_loss": curves[r],
             "test_loss": final[r],
+            "test_chain_loss": chain_loss[r],
+            "test_unigram_loss": unigram_loss[r],
             "unigram_entropy": chains[r].unigram_entropy(),
             "entropy_rate": chains[r].entropy_rate(),
             "iters": iters,
