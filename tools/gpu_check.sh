@@ -71,6 +71,7 @@ step efgpg 30 python3 $B/iclr25-rl/benchmarks/efg_pg_bench.py
 step chat 60 python3 $B/iclr25-llm/benchmarks/bench_hf_generate.py --device cuda --size 100m --prompts 64 \
     --new-tokens 128 --batch 32
 step radar 45 python3 $B/iclr25-llm/benchmarks/radar_decode.py --device cuda
+step videoniah 60 python3 $B/iclr25-llm/benchmarks/videoniah_compose.py --device cuda --numpy-haystacks 20 --check-every 2
 if ls .whl/compressai-*.tar.gz >/dev/null 2>&1; then
     step compressai-build 120 python3 -m pip install -q --no-index --no-deps --no-build-isolation --target /tmp/site \
         .whl/compressai-*.tar.gz

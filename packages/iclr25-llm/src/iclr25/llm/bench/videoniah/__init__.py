@@ -12,6 +12,9 @@ are generated from the needles alone, so the answer is exact and the video lengt
     VNBenchEval: K frames ──► ChatModel × 4 rotated tries ──► official letter parser ──► 4/4 rule
         ──► per-type accuracy ──► overall = mean over the 9 sub-tasks
 
+Both needle operations also accept the video as a ``torch.uint8`` tensor on any device (a GPU
+compositor, bit-identical to the numpy path).
+
 ``FrameMatchSolver`` and ``hit_probability`` give a sampling-limited observer with an exact
 analytical score, to validate the benchmark and the scorer end to end.
 """

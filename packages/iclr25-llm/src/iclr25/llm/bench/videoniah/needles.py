@@ -10,16 +10,27 @@ Needle assets of this project (the paper's own assets are not reproduced):
 
 Text uses a built-in 5x7 bitmap font (A-Z, 0-9, space), so rendering is identical on every machine
 and needs no font file or Pillow.
+
+Both needle operations also accept the video as a ``torch.uint8`` tensor on any device (a GPU
+compositor for building large benchmarks): they then run in torch on that device, return a tensor,
+and produce bit-identical frames and the same metadata as the numpy path (the alpha blend does
+the same float64 operations in the same order, and ``torch.round`` rounds half to even like
+``np.rint``).
 """
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from .video import check_frames
+
+if TYPE_CHECKING:
+    import torch
 
 __all__ = ["COLORS", "NeedleGallery", "edit_needle", "insert_needle", "render_text", "sprite"]
 
@@ -249,34 +260,113 @@ class NeedleGallery:
         return cls(kind, {str(k): np.asarray(v) for k, v in images.items()})
 
 
-def _needle_clip(needle: np.ndarray, length: int, h: int, w: int) -> np.ndarray:
-    """The L frames an insertion adds: an image repeated, or a clip; smaller images are centered on black."""
-    if not isinstance(needle, np.ndarray) or needle.dtype != np.uint8 or needle.ndim not in (3, 4):
-        got = f"{needle.dtype} {needle.shape}" if isinstance(needle, np.ndarray) else type(needle).__name__
-        raise ValueError(f"needle must be a uint8 image (h, w, 3) or clip (L, h, w, 3), got {got}")
+def _is_tensor(x: object) -> bool:
+    # torch is a dependency, but the numpy path must not pay for importing it
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(x, torch.Tensor)
+
+
+def _check_tensor_frames(frames: Any, name: str = "frames", min_len: int = 2) -> Any:
+    """:func:`check_frames` for a torch tensor: uint8, shape (T, H, W, 3), T >= min_len."""
+    import torch
+
+    if frames.is_floating_point() and bool(torch.isnan(frames).any()):
+        raise ValueError(f"{name} contains NaN; expected uint8 frames of shape (T, H, W, 3)")
+    if frames.dtype != torch.uint8 or frames.ndim != 4 or frames.shape[3] != 3:
+        raise ValueError(
+            f"{name} must be uint8 of shape (T, H, W, 3), got {frames.dtype} tensor of shape {tuple(frames.shape)}"
+        )
+    if frames.shape[0] < min_len:
+        raise ValueError(f"{name} must have T >= {min_len} frames, got T={frames.shape[0]}")
+    if frames.shape[1] < 1 or frames.shape[2] < 1:
+        raise ValueError(f"{name} must have H, W >= 1, got shape {tuple(frames.shape)}")
+    return frames
+
+
+def _is_uint8(x: object) -> bool:
+    if isinstance(x, np.ndarray):
+        return x.dtype == np.uint8
+    if _is_tensor(x):
+        import torch
+
+        return x.dtype == torch.uint8
+    return False
+
+
+def _describe(x: object) -> str:
+    return f"{x.dtype} {tuple(x.shape)}" if hasattr(x, "dtype") and hasattr(x, "shape") else type(x).__name__
+
+
+def _check_needle(needle: Any, length: int, h: int, w: int) -> tuple[int, int]:
+    """Validate an insertion needle against the frame size; returns its (h, w)."""
+    if not _is_uint8(needle) or needle.ndim not in (3, 4):
+        raise ValueError(f"needle must be a uint8 image (h, w, 3) or clip (L, h, w, 3), got {_describe(needle)}")
     if needle.shape[-1] != 3:
-        raise ValueError(f"needle must have 3 channels (RGB), got shape {needle.shape}")
-    nh, nw = needle.shape[-3], needle.shape[-2]
+        raise ValueError(f"needle must have 3 channels (RGB), got shape {tuple(needle.shape)}")
+    nh, nw = int(needle.shape[-3]), int(needle.shape[-2])
     if nh > h or nw > w:
         raise ValueError(f"needle of size {(nh, nw)} is larger than the frame {(h, w)}; it must fit in the frame")
     if needle.ndim == 4 and needle.shape[0] != length:
         raise ValueError(f"a needle clip must have length={length} frames, got {needle.shape[0]}")
+    return nh, nw
+
+
+def _needle_clip(needle: np.ndarray, length: int, h: int, w: int) -> np.ndarray:
+    """The L frames an insertion adds: an image repeated, or a clip; smaller images are centered on black."""
+    if _is_tensor(needle):
+        needle = needle.detach().cpu().numpy()
+    nh, nw = _check_needle(needle, length, h, w)
     clip = np.zeros((length, h, w, 3), dtype=np.uint8)
     y, x = (h - nh) // 2, (w - nw) // 2
     clip[:, y : y + nh, x : x + nw] = needle
     return clip
 
 
+def _on_device(x: Any, frames: Any) -> Any:
+    """``x`` (numpy array or tensor) as a tensor on the device of ``frames``."""
+    import torch
+
+    return torch.as_tensor(x).to(frames.device)
+
+
+def _insert_torch(frames: Any, needle: Any, start: int, length: int, mode: str) -> Any:
+    """The torch compositor of :func:`insert_needle` (same layout, on the device of ``frames``)."""
+    import torch
+
+    T, h, w = frames.shape[:3]
+    nh, nw = _check_needle(needle, length, h, w)
+    nd = _on_device(needle, frames)
+    y, x = (h - nh) // 2, (w - nw) // 2
+    if mode == "insert":
+        out = torch.empty((T + length, h, w, 3), dtype=torch.uint8, device=frames.device)
+        out[:start] = frames[:start]
+        out[start + length :] = frames[start:]
+    else:
+        out = frames.clone()
+    span = out[start : start + length]
+    if (nh, nw) != (h, w):
+        span.zero_()  # a smaller needle sits on black, as in _needle_clip
+    span[:, y : y + nh, x : x + nw] = nd
+    return out
+
+
 def insert_needle(
-    frames: np.ndarray, needle: np.ndarray, start: int, length: int, mode: str = "insert"
-) -> tuple[np.ndarray, dict]:
+    frames: np.ndarray | torch.Tensor,
+    needle: np.ndarray | torch.Tensor,
+    start: int,
+    length: int,
+    mode: str = "insert",
+) -> tuple[np.ndarray | torch.Tensor, dict]:
     """Insert needle frames into a video.
 
     Parameters
     ----------
-    frames : (T, H, W, 3) uint8 haystack.
+    frames : (T, H, W, 3) uint8 haystack: a numpy array, or a ``torch.uint8`` tensor on any device
+        (the splice then runs in torch on that device and returns a tensor, bit-identical to the
+        numpy result).
     needle : (h, w, 3) uint8 image (repeated ``length`` times, centered on black when smaller than
-        the frame) or an (L, h, w, 3) clip with ``L == length``.
+        the frame) or an (L, h, w, 3) clip with ``L == length``; numpy or torch (moved to the
+        device of ``frames``).
     start : first frame index of the needle in the output.
     length : number of needle frames L (>= 1).
     mode : ``"insert"`` splices L new frames at ``start`` (output has T+L frames, later frames shift
@@ -285,11 +375,16 @@ def insert_needle(
 
     Returns
     -------
-    (out, meta) : out is a new (T', H, W, 3) array; meta is ``{"op": "insert", "mode", "start",
+    (out, meta) : out is a new (T', H, W, 3) array (a tensor on the device of ``frames`` for a tensor
+        input); meta is ``{"op": "insert", "mode", "start",
         "length", "span": [start, start+length], "shift"}`` where ``shift`` (L or 0) is what later
         spans move by.
     """
-    check_frames(frames)
+    tensor = _is_tensor(frames)
+    if tensor:
+        _check_tensor_frames(frames)
+    else:
+        check_frames(frames)
     T, h, w = frames.shape[:3]
     if not isinstance(length, (int, np.integer)) or length < 1:
         raise ValueError(f"length must be an int >= 1, got {length!r}")
@@ -298,13 +393,15 @@ def insert_needle(
     hi = T if mode == "insert" else T - length
     if not isinstance(start, (int, np.integer)) or not 0 <= start <= hi:
         raise ValueError(f"start must be an int in [0, {hi}] for mode={mode!r}, T={T}, length={length}; got {start!r}")
-    clip = _needle_clip(needle, int(length), h, w)
     start, length = int(start), int(length)
-    if mode == "insert":
+    if tensor:
+        out = _insert_torch(frames, needle, start, length, mode)
+    elif mode == "insert":
+        clip = _needle_clip(needle, length, h, w)
         out = np.concatenate([frames[:start], clip, frames[start:]], axis=0)
     else:
         out = frames.copy()
-        out[start : start + length] = clip
+        out[start : start + length] = _needle_clip(needle, length, h, w)
     meta = {
         "op": "insert",
         "mode": mode,
@@ -317,21 +414,23 @@ def insert_needle(
 
 
 def edit_needle(
-    frames: np.ndarray,
-    overlay: np.ndarray,
+    frames: np.ndarray | torch.Tensor,
+    overlay: np.ndarray | torch.Tensor,
     start: int,
     length: int,
     pos: tuple[int, int],
     alpha: float = 1.0,
     *,
     inplace: bool = False,
-) -> tuple[np.ndarray, dict]:
+) -> tuple[np.ndarray | torch.Tensor, dict]:
     """Overlay a needle on existing frames ``[start, start+length)`` at ``pos = (y, x)``.
 
     Parameters
     ----------
-    frames : (T, H, W, 3) uint8.
-    overlay : (h, w, 3) uint8 (opaque box) or (h, w, 4) RGBA (alpha channel is the per-pixel mask).
+    frames : (T, H, W, 3) uint8: a numpy array, or a ``torch.uint8`` tensor on any device (the blend
+        then runs in torch on that device and returns a tensor, bit-identical to the numpy result).
+    overlay : (h, w, 3) uint8 (opaque box) or (h, w, 4) RGBA (alpha channel is the per-pixel mask);
+        numpy or torch (moved to the device of ``frames``).
     start, length : the frame span; ``0 <= start`` and ``start + length <= T``.
     pos : top-left corner (y, x); the box must fit: ``y + h <= H``, ``x + w <= W``.
     alpha : global opacity in [0, 1]; pixel = round(a * overlay + (1 - a) * frame), a = alpha * mask / 255.
@@ -342,17 +441,15 @@ def edit_needle(
     (out, meta) : meta is ``{"op": "edit", "start", "length", "span", "pos", "box": [y, x, h, w], "alpha"}``.
     Only pixels inside the box and span can change.
     """
-    check_frames(frames, min_len=1)
+    tensor = _is_tensor(frames)
+    if tensor:
+        _check_tensor_frames(frames, min_len=1)
+    else:
+        check_frames(frames, min_len=1)
     T, H, W = frames.shape[:3]
-    if (
-        not isinstance(overlay, np.ndarray)
-        or overlay.dtype != np.uint8
-        or overlay.ndim != 3
-        or overlay.shape[2] not in (3, 4)
-    ):
-        got = f"{overlay.dtype} {overlay.shape}" if isinstance(overlay, np.ndarray) else type(overlay).__name__
-        raise ValueError(f"overlay must be uint8 (h, w, 3) or (h, w, 4), got {got}")
-    oh, ow = overlay.shape[:2]
+    if not _is_uint8(overlay) or overlay.ndim != 3 or overlay.shape[2] not in (3, 4):
+        raise ValueError(f"overlay must be uint8 (h, w, 3) or (h, w, 4), got {_describe(overlay)}")
+    oh, ow = int(overlay.shape[0]), int(overlay.shape[1])
     if oh > H or ow > W:
         raise ValueError(f"overlay of size {(oh, ow)} is larger than the frame {(H, W)}")
     if not isinstance(length, (int, np.integer)) or length < 1:
@@ -364,12 +461,14 @@ def edit_needle(
         raise ValueError(f"pos=(y, x) must satisfy 0 <= y <= {H - oh} and 0 <= x <= {W - ow} for an overlay {(oh, ow)}")
     if not 0.0 <= float(alpha) <= 1.0:
         raise ValueError(f"alpha must be in [0, 1], got {alpha!r}")
-    out = frames if inplace else frames.copy()
-    a = np.full((oh, ow), float(alpha)) if overlay.shape[2] == 3 else overlay[..., 3] * (float(alpha) / 255.0)
-    a = a[None, :, :, None]
-    region = out[start : start + length, y : y + oh, x : x + ow].astype(np.float64)
-    blended = a * overlay[None, :, :, :3].astype(np.float64) + (1.0 - a) * region
-    out[start : start + length, y : y + oh, x : x + ow] = np.clip(np.rint(blended), 0, 255).astype(np.uint8)
+    start, length = int(start), int(length)
+    box = (slice(start, start + length), slice(y, y + oh), slice(x, x + ow))
+    if tensor:
+        out = _blend_torch(frames, overlay, box, float(alpha), inplace)
+    else:
+        if _is_tensor(overlay):
+            overlay = overlay.detach().cpu().numpy()
+        out = _blend_numpy(frames if inplace else frames.copy(), overlay, box, float(alpha))
     meta = {
         "op": "edit",
         "start": int(start),
@@ -380,3 +479,46 @@ def edit_needle(
         "alpha": float(alpha),
     }
     return out, meta
+
+
+def _blend_numpy(out: np.ndarray, overlay: np.ndarray, box: tuple[slice, slice, slice], alpha: float) -> np.ndarray:
+    """The numpy compositor of :func:`edit_needle`: blend ``overlay`` into ``out[box]`` in place."""
+    oh, ow = overlay.shape[:2]
+    if alpha == 1.0 and (overlay.shape[2] == 3 or np.isin(overlay[..., 3], (0, 255)).all()):
+        # a = 1 blends to the overlay and a = 0 to the frame; the float64 formula below gives the same
+        # integers after rint (its rounding error is < 1e-12), so the arithmetic is skipped
+        if overlay.shape[2] == 3:
+            out[box] = overlay[None]
+        else:
+            np.copyto(out[box], overlay[None, :, :, :3], where=overlay[None, :, :, 3:] == 255)
+        return out
+    # float64 throughout; _blend_torch repeats these exact operations so both paths round alike
+    a = np.full((oh, ow), alpha) if overlay.shape[2] == 3 else overlay[..., 3].astype(np.float64) * (alpha / 255.0)
+    a = a[None, :, :, None]
+    region = out[box].astype(np.float64)
+    blended = a * overlay[None, :, :, :3].astype(np.float64) + (1.0 - a) * region
+    out[box] = np.clip(np.rint(blended), 0, 255).astype(np.uint8)
+    return out
+
+
+def _blend_torch(frames: Any, overlay: Any, box: tuple[slice, slice, slice], alpha: float, inplace: bool) -> Any:
+    """The torch compositor of :func:`edit_needle`.
+
+    Each float64 operation of the numpy path is a separate eager torch op here (no fused
+    multiply-add), each IEEE-rounded, and ``torch.round`` rounds half to even like ``np.rint``, so
+    the uint8 result is bit-identical to numpy on every device.
+    """
+    import torch
+
+    ov = _on_device(overlay, frames)
+    out = frames if inplace else frames.clone()
+    oh, ow = ov.shape[:2]
+    if ov.shape[2] == 3:
+        a = torch.full((oh, ow), alpha, dtype=torch.float64, device=frames.device)
+    else:
+        a = ov[..., 3].to(torch.float64) * (alpha / 255.0)
+    a = a[None, :, :, None]
+    region = out[box].to(torch.float64)
+    blended = a * ov[None, :, :, :3].to(torch.float64) + (1.0 - a) * region
+    out[box] = torch.round(blended).clamp_(0, 255).to(torch.uint8)
+    return out

@@ -37,11 +37,13 @@ from .video import sample_frames
 
 __all__ = [
     "INSTRUCTION",
+    "JUDGE_SYSTEM",
     "LETTERS",
     "VNBenchEval",
     "VNBenchResult",
     "circular_accuracy",
     "format_prompt",
+    "judge_records",
     "load_vnbench",
     "parse_letter",
     "rotate",
@@ -285,32 +287,82 @@ class VNBenchEval:
         )
 
 
-def judge_records(records: list[dict[str, Any]], samples: Sequence[VideoSample], judge: Any) -> list[dict[str, Any]]:
+JUDGE_SYSTEM = (
+    "You grade answers to multiple-choice questions about videos. Compare the predicted answer with "
+    "the correct answer and decide whether they mean the same thing; synonyms and paraphrases count as "
+    "a match."
+)
+
+
+def _judge_prompt(sample: VideoSample, t: int, pred: str) -> str:
+    opts, letter = rotate(sample.options, sample.answer, t)
+    return (
+        "Question and options:\n"
+        + "\n".join([sample.question] + [f"{LETTERS[j]}. {o}" for j, o in enumerate(opts)])
+        + f"\nCorrect answer: {letter}. {sample.gt}\nPredicted answer: {pred}\n"
+        "Output 1 if the predicted answer means the same as the correct answer, otherwise 0. "
+        "Output only the digit."
+    )
+
+
+def judge_records(
+    records: Sequence[Mapping[str, Any]],
+    samples: Sequence[VideoSample],
+    judge: Any,
+    *,
+    progress: bool = False,
+) -> list[dict[str, Any]]:
     """Optional judge path (as the official ``gpt_judge.py``): a ChatModel marks each free-form reply 1/0.
 
-    Adds ``gpt_judge = ["1"]`` or ``["0"]`` to every record with a prediction; :func:`circular_accuracy`
-    then uses the judgement instead of the letter.
+    Parameters
+    ----------
+    records : filled prediction records (``VNBenchResult.records`` or the official result format):
+        ``question_id`` (``<sample id>_<try>``), ``pred`` and optionally ``try`` (else read from the
+        ``question_id`` suffix).
+    samples : the samples the records were made from (matched by ``sample_id``).
+    judge : a text ChatModel; it sees the question, the options of that try, the correct answer
+        (letter and text) and the prediction, and is asked for a single digit.
+    progress : show a progress bar over the judge calls.
+
+    Returns
+    -------
+    New records (the input is not modified). Every record with a prediction gets ``gpt_judge``:
+    ``["1"]`` when the judge's reply starts with "1", ``["0"]`` otherwise, and ``["No response"]``
+    when the judge call failed (counted as wrong, as the official script does); records whose
+    ``pred`` is None are left without it. :func:`circular_accuracy` then uses the judgement instead
+    of the letter.
+
+    Raises
+    ------
+    ValueError : a record whose sample id is not among ``samples`` or whose try is not 0..3.
     """
     by_id = {s.sample_id: s for s in samples}
     convs, idx = [], []
     for i, r in enumerate(records):
         if r.get("pred") is None:
             continue
-        s = by_id[str(r["question_id"])[:-2]]
-        t = int(r["try"])
-        opts, letter = rotate(s.options, s.answer, t)
-        prompt = (
-            f"Question: {s.question}\nOptions: "
-            + "; ".join(f"{LETTERS[j]}. {o}" for j, o in enumerate(opts))
-            + f"\nCorrect answer: {letter}. {s.gt}\nModel answer: {r['pred']}\n"
-            "Is the model answer correct? Reply with 1 for correct or 0 for wrong."
-        )
-        convs.append([Message("user", prompt)])
+        qid = str(r["question_id"])
+        s = by_id.get(qid[:-2])
+        if s is None:
+            raise ValueError(f"records[{i}]: question_id {qid!r} names sample {qid[:-2]!r}, which is not in samples")
+        t = r.get("try", qid[-1])
+        if str(t) not in ("0", "1", "2", "3"):
+            raise ValueError(f"records[{i}]: try must be 0..3, got {t!r}")
+        convs.append([Message("system", JUDGE_SYSTEM), Message("user", _judge_prompt(s, int(t), str(r["pred"])))])
         idx.append(i)
-    out = judge.generate(convs, GenerationConfig(max_tokens=2, temperature=0.0)) if convs else []
+    # max_tokens as in the official script; the reply should be one digit
+    cfg = GenerationConfig(max_tokens=10, temperature=0.0)
+    out = judge.generate(convs, cfg, progress=progress) if convs else []
     res = [dict(r) for r in records]
+    failed = 0
     for i, resp in zip(idx, out, strict=True):
-        res[i]["gpt_judge"] = ["1" if resp[0].text.strip().startswith("1") else "0"]
+        if not resp or not resp[0].ok:
+            res[i]["gpt_judge"] = ["No response"]
+            failed += 1
+        else:
+            res[i]["gpt_judge"] = ["1" if resp[0].text.strip().startswith("1") else "0"]
+    if failed:
+        logger.warning("judge_records: %d of %d judge calls failed; they count as wrong", failed, len(idx))
     return res
 
 
