@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from iclr25.core.device import DeviceUnavailableError, parse_device, resolve_device
+from iclr25.core.device import DeviceUnavailableError, cpu_threads, parse_device, resolve_device
 from iclr25.core.progress import progress, progress_enabled
 from iclr25.core.seed import seed_everything, torch_generator
 
@@ -27,6 +27,28 @@ def test_parse_device_accepts(spec, expected):
 def test_parse_device_rejects_with_the_accepted_forms(spec):
     with pytest.raises(ValueError, match="'auto', 'cpu', 'cuda' or 'cuda:N'"):
         parse_device(spec)
+
+
+def test_cpu_threads_sets_and_restores_even_on_error():
+    before = torch.get_num_threads()
+    target = 1 if before != 1 else 2
+    with cpu_threads(target):
+        assert torch.get_num_threads() == target
+    assert torch.get_num_threads() == before
+    with pytest.raises(RuntimeError, match="boom"), cpu_threads(target, device="cpu"):
+        assert torch.get_num_threads() == target
+        raise RuntimeError("boom")
+    assert torch.get_num_threads() == before
+
+
+def test_cpu_threads_leaves_accelerator_work_alone_and_checks_n():
+    before = torch.get_num_threads()
+    target = 1 if before != 1 else 2
+    with cpu_threads(target, device=torch.device("cuda")):  # only the device type is read: no GPU needed
+        assert torch.get_num_threads() == before
+    for bad in (0, -1, 1.5, True):
+        with pytest.raises(ValueError, match="n must be a positive int"), cpu_threads(bad):
+            pass
 
 
 def test_parse_device_type_error():

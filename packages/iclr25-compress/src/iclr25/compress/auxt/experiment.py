@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from iclr25.core.device import cpu_threads
 from iclr25.core.experiments import Experiment, Measurement, Outcome
 from iclr25.core.io import save_json
 from iclr25.core.progress import progress
@@ -113,14 +114,9 @@ def run(quick: bool, device, seed: int, out: Path) -> Outcome:
     """Train FactorizedPrior with and without AuxT on the same budget and compare test RD loss."""
     seed_everything(seed)
     device = torch.device(device)
-    threads = torch.get_num_threads()
-    if device.type == "cpu":
-        # Small convs on 2 cores: one intra-op thread avoids oversubscription (measured faster).
-        torch.set_num_threads(1)
-    try:
+    # Small convs on 2 cores: one intra-op thread avoids oversubscription (measured faster).
+    with cpu_threads(1, device):
         return _run(quick, device, seed, out)
-    finally:
-        torch.set_num_threads(threads)
 
 
 def _summary(base: list[float], aux: list[float]) -> dict:

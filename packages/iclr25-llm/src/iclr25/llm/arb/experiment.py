@@ -21,6 +21,7 @@ from pathlib import Path
 
 import torch
 
+from iclr25.core.device import cpu_threads
 from iclr25.core.experiments import Experiment, Measurement, Outcome
 from iclr25.core.io import save_json
 from iclr25.core.seed import seed_everything
@@ -59,14 +60,9 @@ def run(quick: bool, device, seed: int, out: Path) -> Outcome:
     """Train the nano model, binarize it with every method, compare perplexities and errors."""
     seed_everything(seed)
     device = torch.device(device)
-    threads = torch.get_num_threads()
-    if device.type == "cpu":
-        # nano is tiny: one thread beats two on a small CPU (intra-op overhead dominates)
-        torch.set_num_threads(1)
-    try:
+    # nano is tiny: one thread beats two on a small CPU (intra-op overhead dominates)
+    with cpu_threads(1, device):
         return _run(quick, device, seed, out)
-    finally:
-        torch.set_num_threads(threads)
 
 
 def _run(quick: bool, device: torch.device, seed: int, out: Path) -> Outcome:

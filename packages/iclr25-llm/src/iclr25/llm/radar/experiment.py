@@ -29,6 +29,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from iclr25.core.device import cpu_threads
 from iclr25.core.experiments import Experiment, Measurement, Outcome
 from iclr25.core.io import save_json
 from iclr25.core.seed import seed_everything
@@ -219,14 +220,10 @@ def minilm_recall(budget_frac: float = 0.1, seed: int = 0, stride: int = 8) -> d
 # -- the run --------------------------------------------------------------------------------------
 def run(quick: bool, device: torch.device, seed: int, out: Path) -> Outcome:
     """Measure every claim of the radar card (CPU; ``device`` is accepted for the registry)."""
-    threads = torch.get_num_threads()
     # every op here is small (a nano model, one query at a time): extra threads only add
     # synchronisation and, on a shared machine, spin-waiting (the quick run's budget is 60 s)
-    torch.set_num_threads(1)
-    try:
+    with cpu_threads(1):
         return _run(quick, seed, out)
-    finally:
-        torch.set_num_threads(threads)
 
 
 def _run(quick: bool, seed: int, out: Path) -> Outcome:

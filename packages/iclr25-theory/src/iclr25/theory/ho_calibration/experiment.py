@@ -20,6 +20,7 @@ from pathlib import Path
 
 import torch
 
+from iclr25.core.device import cpu_threads
 from iclr25.core.experiments import Experiment, Measurement, Outcome
 from iclr25.core.io import save_json
 from iclr25.core.progress import progress
@@ -85,14 +86,9 @@ def run(quick: bool, device: torch.device, seed: int, out: Path) -> Outcome:
     device = torch.device(device)
     n_cal, ks, n_seeds, tol = (2000, (1, 2, 10), 1, 1.5) if quick else (4000, (1, 2, 3, 5, 10), 5, 1.0)
     start = time.perf_counter()
-    threads = torch.get_num_threads()
-    if device.type == "cpu":
-        # Tensors here are small (15 level sets x a few hundred snapshots): one thread is faster.
-        torch.set_num_threads(1)
-    try:
+    # Tensors here are small (15 level sets x a few hundred snapshots): one thread is faster.
+    with cpu_threads(1, device):
         runs = [run_seed(seed + i, n_cal, ks, device) for i in progress(range(n_seeds), desc="ho_calibration seeds")]
-    finally:
-        torch.set_num_threads(threads)
     cal = {k: {g: _mean([r["calibrated"][k][g] for r in runs]) for g in ENTROPIES} for k in ks}
     ens = {g: _mean([r["ensemble"][g] for r in runs]) for g in ENTROPIES}
     hoce2 = {k: _mean([r["hoce2"][k] for r in runs]) for k in ks}

@@ -31,6 +31,7 @@ from pathlib import Path
 
 import torch
 
+from iclr25.core.device import cpu_threads
 from iclr25.core.experiments import Experiment, Measurement, Outcome
 from iclr25.core.progress import progress
 
@@ -266,13 +267,9 @@ def _sign(seed: int, device: torch.device) -> tuple[Measurement, dict]:
 def run(quick: bool, device: torch.device, seed: int, out: Path) -> Outcome:
     """Run the reproduction (see the module docstring); ``quick`` only trims the GD baseline draws."""
     device = torch.device(device)
-    threads = torch.get_num_threads()
     # Every matrix here is at most 8 × 8: intra-op threads only add overhead (about 3× on 2 cores).
-    torch.set_num_threads(1)
-    try:
+    with cpu_threads(1, device):
         return _run_all(quick, device, seed)
-    finally:
-        torch.set_num_threads(threads)
 
 
 def _run_all(quick: bool, device: torch.device, seed: int) -> Outcome:

@@ -23,6 +23,7 @@ from typing import Any
 
 import torch
 
+from iclr25.core.device import cpu_threads
 from iclr25.core.experiments import Experiment, Measurement, Outcome
 from iclr25.core.io import save_json
 
@@ -85,10 +86,8 @@ def run(quick: bool, device: torch.device, seed: int, out: Path) -> Outcome:
     iters = 300 if quick else 600
     seeds = [seed] if quick else [seed, seed + 1, seed + 2]
     tol = 0.02 if quick else 0.01
-    threads = torch.get_num_threads()
     # Tiny models: one thread avoids contention that made a step several times slower on 2 cores.
-    torch.set_num_threads(1)
-    try:
+    with cpu_threads(1, device):
         high, asym, low = BinaryMarkovChain(0.8, 0.8), BinaryMarkovChain(0.5, 0.8), BinaryMarkovChain(0.2, 0.2)
         base = MarkovTransformerConfig(d_model=8, max_len=128)
         k = len(seeds)
@@ -119,8 +118,6 @@ def run(quick: bool, device: torch.device, seed: int, out: Path) -> Outcome:
 
         min_tied, spec_tied = _min_eigenvalue(True, high)
         min_untied, spec_untied = _min_eigenvalue(False, high)
-    finally:
-        torch.set_num_threads(threads)
 
     h_high, r_high = high.unigram_entropy(), high.entropy_rate()
     h_asym, r_low = asym.unigram_entropy(), low.entropy_rate()
