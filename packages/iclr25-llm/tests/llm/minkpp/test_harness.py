@@ -41,3 +41,37 @@ def test_inject_members_raises_member_likelihood():
     assert loss_scores(model, members).mean() > loss_scores(model, others).mean() + 0.1
     with pytest.raises(ValueError, match="exposures"):
         inject_members(model, members, stream, exposures=0)
+
+
+class _Recorder(torch.nn.Module):
+    """Wraps a model and keeps a copy of every batch it is trained on."""
+
+    def __init__(self, inner):
+        super().__init__()
+        self.inner = inner
+        self.batches = []
+
+    def forward(self, ids):
+        if self.training:
+            self.batches.append(ids.clone())
+        return self.inner(ids)
+
+
+def test_inject_members_counts_exposures_and_mixes_general_windows():
+    # The reproduction's protocol: every member seen exactly E times, each step 8 general windows
+    # (drawn from the training stream, same length as the passages) followed by 8 members.
+    torch.manual_seed(0)
+    model = _Recorder(TinyLlama(TinyLlamaConfig.preset("pico", vocab_size=500, max_seq_len=32)))
+    stream = torch.arange(400) % 200  # ids < 200: general windows are recognisable
+    members = (200 + torch.arange(24 * 6).reshape(24, 6)) % 500  # distinct rows, ids >= 200
+    E = 3
+    hist = inject_members(model, members, stream, exposures=E, seed=1)
+    assert hist["steps"] == 24 * E // 8 == len(model.batches)
+    seen = {tuple(m.tolist()): 0 for m in members}
+    for b in model.batches:
+        assert b.shape == (16, 5)  # inputs are the 6-token windows minus their last token
+        assert bool((b[:8] < 200).all()) and bool((b[8:] >= 200).all())
+        for row in b[8:]:
+            key = next(k for k in seen if list(k[:5]) == row.tolist())
+            seen[key] += 1
+    assert set(seen.values()) == {E}

@@ -185,3 +185,39 @@ def test_nan_logits_raise_floating_point_error():
 def test_shape_mismatch_raises():
     with pytest.raises(ValueError, match="targets must have shape"):
         token_stats(torch.zeros(2, 3, 5), torch.zeros(2, 4, dtype=torch.long))
+
+
+def _official_run_py_scores(model, ids, ratios):
+    """The official ``run.py`` loop, one unpadded sequence at a time, in float64 with numpy sorting:
+    positions 2…n, ``sigma = sqrt(E[log p²] − mu²)`` (no floor), ``int(len · ratio)`` kept."""
+    import numpy as np
+
+    out = {f"mink@{r:g}": [] for r in ratios} | {f"mink++@{r:g}": [] for r in ratios} | {"loss": []}
+    for x in ids:
+        with torch.no_grad():
+            logits = model(x[None]).logits[0, :-1].double()
+        lp = torch.log_softmax(logits, -1)
+        p = lp.exp()
+        tl = lp.gather(-1, x[1:, None]).squeeze(-1)
+        mu = (p * lp).sum(-1)
+        s = (tl - mu) / ((p * lp.square()).sum(-1) - mu.square()).sqrt()
+        out["loss"].append(tl.mean().item())
+        for r in ratios:
+            n_keep = int(len(tl) * r)
+            out[f"mink@{r:g}"].append(float(np.mean(np.sort(tl.numpy())[:n_keep])))
+            out[f"mink++@{r:g}"].append(float(np.mean(np.sort(s.numpy())[:n_keep])))
+    return {k: torch.tensor(v, dtype=torch.float64) for k, v in out.items()}
+
+
+@pytest.mark.parametrize("n_tokens", [11, 32, 41])
+def test_scores_match_official_run_py_over_k_sweep(n_tokens):
+    # 32 is the reproduction's passage length (31 scored positions: k = 0.5 keeps 15, k = 0.2 keeps 6);
+    # 11 and 41 give k·(n−1) on or next to an integer, where a ceil/round or an n-instead-of-(n−1)
+    # count would pick a different number of tokens.
+    model = _model(vocab=60, seed=3)
+    ids = torch.randint(0, 60, (5, n_tokens), generator=torch.Generator().manual_seed(n_tokens))
+    ratios = [round(0.1 * i, 1) for i in range(1, 11)]
+    ours = score_all(model, ids, methods=("loss", "mink", "mink++"), ks=ratios, backend="reference")
+    ref = _official_run_py_scores(model, ids, ratios)
+    for name, v in ref.items():
+        torch.testing.assert_close(ours[name].double(), v, atol=2e-5, rtol=1e-5, msg=name)
