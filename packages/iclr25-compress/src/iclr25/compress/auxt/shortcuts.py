@@ -106,7 +106,39 @@ def _check_wavelet(wavelet: str) -> None:
         raise ValueError(f"wavelet must be 'haar' (the paper's choice), got {wavelet!r}")
 
 
-class WLS(nn.Module):
+class _Shortcut(nn.Module):
+    """What WLS and InverseWLS share: validated sizes, the scales ``s`` and the OLP."""
+
+    def __init__(
+        self,
+        in_channels: int,
+        out_channels: int,
+        wavelet: str,
+        scale_init: Sequence[float],
+        folded: bool,
+        scaled_channels: int,
+        olp_shape: tuple[int, int],
+    ) -> None:
+        super().__init__()
+        _check_channels(in_channels=in_channels, out_channels=out_channels)
+        _check_wavelet(wavelet)
+        self.in_channels, self.out_channels, self.folded = in_channels, out_channels, folded
+        self.log_scale = _scale_param(scaled_channels, scale_init)
+        self.olp = OLP(*olp_shape)
+
+    def _check_input(self, x: torch.Tensor) -> None:
+        if x.dim() != 4 or x.shape[1] != self.in_channels:
+            raise ValueError(f"x must be (B, {self.in_channels}, H, W), got {tuple(x.shape)}")
+
+    def ortho_loss(self) -> torch.Tensor:
+        """Orthogonality penalty of the OLP weight."""
+        return self.olp.ortho_loss()
+
+    def extra_repr(self) -> str:
+        return f"{self.in_channels}, {self.out_channels}, folded={self.folded}"
+
+
+class WLS(_Shortcut):
     """Wavelet-based linear shortcut: Haar DWT, subband-aware scaling ``exp(s)``, OLP.
 
     Parameters
@@ -134,17 +166,12 @@ class WLS(nn.Module):
         scale_init: Sequence[float] = SCALE_INIT,
         folded: bool = False,
     ) -> None:
-        super().__init__()
-        _check_channels(in_channels=in_channels, out_channels=out_channels)
-        _check_wavelet(wavelet)
-        self.in_channels, self.out_channels, self.folded = in_channels, out_channels, folded
-        self.log_scale = _scale_param(in_channels, scale_init)
-        self.olp = OLP(4 * in_channels, out_channels)
+        olp_shape = (4 * in_channels, out_channels)
+        super().__init__(in_channels, out_channels, wavelet, scale_init, folded, in_channels, olp_shape)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """``(B, C_in, H, W) -> (B, C_out, H/2, W/2)``; ``H`` and ``W`` must be even."""
-        if x.dim() != 4 or x.shape[1] != self.in_channels:
-            raise ValueError(f"x must be (B, {self.in_channels}, H, W), got {tuple(x.shape)}")
+        self._check_input(x)
         if self.folded:
             if x.shape[-2] % 2 or x.shape[-1] % 2:
                 raise ValueError(f"x must have even height and width, got {tuple(x.shape[-2:])}")
@@ -166,15 +193,8 @@ class WLS(nn.Module):
         conv.bias.copy_(self.olp.bias)
         return conv
 
-    def ortho_loss(self) -> torch.Tensor:
-        """Orthogonality penalty of the OLP weight."""
-        return self.olp.ortho_loss()
 
-    def extra_repr(self) -> str:
-        return f"{self.in_channels}, {self.out_channels}, folded={self.folded}"
-
-
-class InverseWLS(nn.Module):
+class InverseWLS(_Shortcut):
     """Inverse wavelet-based linear shortcut: OLP, divide by ``exp(s)``, inverse Haar.
 
     Parameters
@@ -193,17 +213,12 @@ class InverseWLS(nn.Module):
         scale_init: Sequence[float] = SCALE_INIT,
         folded: bool = False,
     ) -> None:
-        super().__init__()
-        _check_channels(in_channels=in_channels, out_channels=out_channels)
-        _check_wavelet(wavelet)
-        self.in_channels, self.out_channels, self.folded = in_channels, out_channels, folded
-        self.log_scale = _scale_param(out_channels, scale_init)
-        self.olp = OLP(in_channels, 4 * out_channels)
+        olp_shape = (in_channels, 4 * out_channels)
+        super().__init__(in_channels, out_channels, wavelet, scale_init, folded, out_channels, olp_shape)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """``(B, C_in, H, W) -> (B, C_out, 2H, 2W)``."""
-        if x.dim() != 4 or x.shape[1] != self.in_channels:
-            raise ValueError(f"x must be (B, {self.in_channels}, H, W), got {tuple(x.shape)}")
+        self._check_input(x)
         inv = (-self.log_scale).exp()
         if self.folded:
             f = haar_filters(device=x.device, dtype=x.dtype)
@@ -215,10 +230,3 @@ class InverseWLS(nn.Module):
             y = F.conv_transpose2d(x, weight, stride=2)
             return y + pattern.repeat(1, x.shape[-2], x.shape[-1])[None]
         return haar_idwt2d(self.olp(x) * inv[None, :, None, None])
-
-    def ortho_loss(self) -> torch.Tensor:
-        """Orthogonality penalty of the OLP weight."""
-        return self.olp.ortho_loss()
-
-    def extra_repr(self) -> str:
-        return f"{self.in_channels}, {self.out_channels}, folded={self.folded}"

@@ -125,6 +125,22 @@ class LayerResult:
         return self.bits / self.W_hat.numel()
 
 
+def _compensate(Wc: torch.Tensor, W1: torch.Tensor, Q1: torch.Tensor, Hinv: torch.Tensor, i1: int, i2: int) -> None:
+    """GPTQ error feedback for columns ``i1:i2`` quantized to ``Q1``, in place.
+
+    Each column's error, scaled by the inverse-Hessian diagonal, is pushed onto the block's later
+    columns (``W1``, the block's working copy) and, once the block is done, onto every column of
+    ``Wc`` after it.
+    """
+    Hinv1 = Hinv[i1:i2, i1:i2]
+    Err1 = torch.zeros_like(W1)
+    for i in range(i2 - i1):
+        err = (W1[:, i] - Q1[:, i]) / Hinv1[i, i]
+        W1[:, i:] -= err[:, None] * Hinv1[i, i:][None, :]
+        Err1[:, i] = err
+    Wc[:, i2:] -= Err1 @ Hinv[i1:i2, i2:]
+
+
 def block_bits(n: int, m: int, groups: list, col_bitmap: bool, group_bitmap_entries: int) -> int:
     """Exact storage of one block in bits.
 
@@ -285,12 +301,7 @@ class ARBQuantizer:
             Q1 = sum(g.W_hat for g in blk.groups)
             Q[:, i1:i2] = Q1
             if cfg.gptq:
-                Err1 = torch.zeros_like(W1)
-                for i in range(i2 - i1):
-                    err = (W1[:, i] - Q1[:, i]) / Hinv1[i, i]
-                    W1[:, i:] -= err[:, None] * Hinv1[i, i:][None, :]
-                    Err1[:, i] = err
-                Wc[:, i2:] -= Err1 @ Hinv[i1:i2, i2:]
+                _compensate(Wc, W1, Q1, Hinv, i1, i2)
         R = W0 - Q
         return LayerResult(
             W_hat=Q.to(W.dtype),
@@ -352,12 +363,7 @@ def pbllm_quantize(
         n = W1.shape[0]
         bits += int((~sal).sum()) + salient_bits * int(sal.sum()) + W1.numel() + _FP16 * n * 4
         Q[:, i1:i2] = Q1
-        Err1 = torch.zeros_like(W1)
-        for i in range(i2 - i1):
-            err = (W1[:, i] - Q1[:, i]) / Hinv1[i, i]
-            W1[:, i:] -= err[:, None] * Hinv1[i, i:][None, :]
-            Err1[:, i] = err
-        Wc[:, i2:] -= Err1 @ Hinv[i1:i2, i2:]
+        _compensate(Wc, W1, Q1, Hinv, i1, i2)
     R = W0 - Q
     return LayerResult(
         W_hat=Q.to(W.dtype),

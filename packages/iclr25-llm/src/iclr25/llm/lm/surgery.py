@@ -136,6 +136,22 @@ def _run(model: nn.Module, batch) -> None:
     model(ids, use_cache=False)
 
 
+def _run_hooked(model: nn.Module, mods: dict[str, nn.Module], hook_for, batches: Iterable) -> None:
+    """Run ``batches`` through ``model`` in eval mode with ``hook_for(name)`` as each module's
+    forward pre-hook; hooks are removed and the training flag restored even on error."""
+    handles = [m.register_forward_pre_hook(hook_for(n)) for n, m in mods.items()]
+    was = model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            for b in batches:
+                _run(model, b)
+    finally:
+        for h in handles:
+            h.remove()
+        model.train(was)
+
+
 def _resolve(model: nn.Module, names: Sequence[str]) -> dict[str, nn.Module]:
     if isinstance(names, str):
         names = [names]
@@ -169,17 +185,7 @@ def capture_inputs(
 
         return hook
 
-    handles = [m.register_forward_pre_hook(hook_for(n)) for n, m in mods.items()]
-    was = model.training
-    model.eval()
-    try:
-        with torch.no_grad():
-            for b in batches:
-                _run(model, b)
-    finally:
-        for h in handles:
-            h.remove()
-        model.train(was)
+    _run_hooked(model, mods, hook_for, batches)
     return {n: torch.cat(r) if r else torch.empty(0) for n, r in rows.items()}
 
 
@@ -205,17 +211,7 @@ def hessians(model: nn.Module, names: Sequence[str], batches: Iterable) -> dict[
 
         return hook
 
-    handles = [m.register_forward_pre_hook(hook_for(n)) for n, m in mods.items()]
-    was = model.training
-    model.eval()
-    try:
-        with torch.no_grad():
-            for b in batches:
-                _run(model, b)
-    finally:
-        for h in handles:
-            h.remove()
-        model.train(was)
+    _run_hooked(model, mods, hook_for, batches)
     missing = [n for n in mods if counts[n] == 0]
     if missing:
         raise ValueError(f"no inputs reached {missing}: are batches empty or the names unused in forward?")
