@@ -15,6 +15,7 @@ Only the generation part [t', T] is learned in stage 2, so the network's capacit
 trivial constant solution of truncated self-consistency.
 """
 
+from .digits import DigitsVariantResult, run_digits_variant
 from .losses import (
     ConsistencyTrainingLoss,
     TruncatedConsistencyLoss,
@@ -29,6 +30,7 @@ from .training import TCMConfig, pretrain_edm, train_consistency, train_tcm, tra
 
 __all__ = [
     "ConsistencyTrainingLoss",
+    "DigitsVariantResult",
     "ECTSchedule",
     "TCMConfig",
     "TruncatedCM",
@@ -36,6 +38,7 @@ __all__ = [
     "consistency_sample",
     "pretrain_edm",
     "pseudo_huber",
+    "run_digits_variant",
     "sample_truncated_log_student_t",
     "sample_truncated_lognormal",
     "train_consistency",
