@@ -45,3 +45,16 @@ def test_ars_improves_true_return(ars):
     # forward progress is rewarded; 5 iterations from the zero policy move the cheetah forward
     assert ars.last_true_returns.mean() > before
     assert ars.env_steps > 0
+
+
+def test_reset_records_the_start_policy(ars):
+    ars.reset(10, seed=0)
+    assert np.abs(ars.start_policy.M).max() == 0.0
+    ref = ars.policy
+    ref.M[:] = 0.3
+    ars.reset(10, seed=0, ref=ref)
+    np.testing.assert_array_equal(ars.start_policy.M, ref.M)
+    ars.improve(None, 1)
+    # the record is a copy: training moves M, not the start
+    np.testing.assert_array_equal(ars.start_policy.M, ref.M)
+    assert not np.array_equal(ars.M, ref.M)

@@ -30,3 +30,18 @@ def test_gridworld_estimators_are_scored_at_convergence():
     assert row["aihf_final_grad_norm2"] < 1e-3
     assert row["irl_final_grad_norm2"] < 1e-3
     assert 0.0 <= row["rm_acc"] <= 1.0
+
+
+def test_cheetah_arms_start_alike_with_matched_budgets():
+    # Issue item 6: RLHF is 2E ARS iterations on the BT reward, AIHF is E × (2 ARS iterations + a reward step
+    # from 4 policy rollouts); neither arm gets an SFT start, and their training budgets agree within 15 %.
+    # HalfCheetah never terminates, so every rollout is exactly `horizon` steps: with E = 5, h = 5 and 8
+    # antithetic directions, RLHF takes 10·16·5 = 800 steps and AIHF 5·(2·16 + 4)·5 = 900 (evaluation excluded).
+    from iclr25.rl.aihf.experiment import BUDGET_TOL, mujoco_seed
+
+    row = mujoco_seed(0, horizon=5, expert_iters=5)
+    assert row["rlhf_env_steps"] == 800
+    assert row["aihf_env_steps"] == 900
+    assert abs(row["budget_ratio"] - 1.0) <= BUDGET_TOL
+    assert row["rlhf_start_max_abs"] == 0.0
+    assert row["aihf_start_max_abs"] == 0.0

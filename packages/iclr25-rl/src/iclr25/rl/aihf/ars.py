@@ -62,6 +62,15 @@ class ARS:
         Discount of the returns (1 = total return).
     info_keys : tuple of str
         ``info`` entries appended to the recorded observations.
+
+    Attributes
+    ----------
+    env_steps : int
+        Environment steps taken so far (all rollouts: perturbations, policy samples, evaluations).
+    start_policy : LinearPolicy
+        The policy the last :meth:`reset` started from (zero, or a copy of ``ref``).
+    last_true_returns : ndarray
+        True returns of the last :meth:`rollouts` call.
     """
 
     temperature = None  # deterministic linear policy: no entropy temperature to check against β
@@ -111,6 +120,8 @@ class ARS:
         self.mean = np.zeros(self.obs_dim) if ref is None else ref.mean.copy()
         self.std = np.ones(self.obs_dim) if ref is None else ref.std.copy()
         self._ref, self._kl = ref, float(temperature or 0.0)
+        # Kept so callers can check which policy a run started from (a fair comparison starts both arms alike).
+        self.start_policy = self.policy
         return self
 
     @property

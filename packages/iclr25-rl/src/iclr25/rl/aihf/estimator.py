@@ -336,7 +336,8 @@ class RLHFPipeline:
     Parameters
     ----------
     reward : RewardModel
-        Fitted in place to the preferences alone (L-BFGS, L2 ``l2``).
+        Fitted in place to the preferences alone (:func:`fit_bradley_terry`; exact Newton for a linear reward),
+        with L2 ``l2``.
     policy_optimizer : SoftVI or ARS
         Runs the RL stage toward the SFT policy.
     kl_to_sft : float
