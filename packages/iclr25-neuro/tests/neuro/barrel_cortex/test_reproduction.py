@@ -13,10 +13,12 @@ def test_quick_reproduction_fits_the_card(tmp_path):
     rows = {row["id"]: row for row in doc["claims"]}
     for cid in ("rsnn_accuracy", "deprivation_graceful", "selective_fraction"):
         assert isinstance(rows[cid]["holds"], bool)
-    # the quick run trains (seed 0 measured 0.51 test accuracy, selective 0.78 vs 0.08 untrained);
-    # selectivity is far above its 2x gate, accuracy is only checked to leave chance (1/3)
-    assert rows["selective_fraction"]["holds"] is True
+    # the quick run trains (seed 0 measured 0.51 test accuracy); accuracy is only checked to leave
+    # chance (1/3). Selectivity pools train and test sweeps as RSNN_bfd's ANOVA() does: with 55
+    # sweeps per class the untrained scale-0.1 network is already selective (measured 0.903 trained
+    # vs 0.900 untrained on 2026-12-01), so the 2x gate is reported, not asserted here
     assert rows["rsnn_accuracy"]["ours"] > 0.4
+    assert [r["selectivity_trials"] for r in doc["extra"]["by_seed"]] == [3 * (40 + 15)]
     for cid in ("rsnn_vs_conventional", "biological_firing"):
         assert rows[cid]["holds"] is None
     assert 0 <= rows["rsnn_accuracy"]["ours"] <= 1 and 0 <= rows["selective_fraction"]["baseline"] <= 1

@@ -172,13 +172,17 @@ def selectivity_anova(
     """Class selectivity of every cortical neuron (RSNN_bfd ``ANOVA``).
 
     Per class, spike counts are summed over the class's trials, one observation per time step
-    ``(T, n)``; a one-way ANOVA across classes per neuron; selective when p < ``alpha``.
+    ``(T, n)``; a one-way ANOVA across classes per neuron (no multiple-comparison correction, as
+    in RSNN_bfd); selective when p < ``alpha``. Every cortical neuron counts in the denominator of
+    ``fraction``, silent ones included (they get p = 1), as in the official cell count. RSNN_bfd
+    runs it on all sweeps of a class, training and test pooled; pass the trials you want tested.
 
     Returns
     -------
     dict
-        ``p_values (n,)``, ``selective (n,)`` bool, ``fraction``, ``preferred (n,)`` class index and
-        ``ternary (n, C)``: per-class firing proportions with ``smoothing`` added to every count.
+        ``p_values (n,)``, ``selective (n,)`` bool, ``fraction``, ``active (n,)`` bool (fired at
+        least once), ``preferred (n,)`` class index and ``ternary (n, C)``: per-class firing
+        proportions with ``smoothing`` added to every count.
     """
     rec = _record(model, spikes)
     y = _as_tensor(labels, torch.device("cpu")).long()
@@ -191,6 +195,7 @@ def selectivity_anova(
         "p_values": p,
         "selective": p < alpha,
         "fraction": float((p < alpha).double().mean()),
+        "active": rec.sum((0, 1)) > 0,
         "preferred": totals.argmax(1),
         "ternary": totals / totals.sum(1, keepdim=True),
     }
