@@ -46,15 +46,18 @@ def test_fused_step_equals_torch_step(init_state):
 
 def test_triton_backend_refuses_what_it_cannot_run():
     x = _input(batch=2, t_steps=3)
-    model = BarrelCortexRSNN(scale=0.05, seed=0, backend="triton")
-    with pytest.raises(BackendUnavailableError, match="forward only"):
-        model(x)  # gradient needed: the kernel has no backward
     seq = BarrelCortexRSNN(scale=0.05, seed=0, backend="triton", update="sequential")
+    with pytest.raises(BackendUnavailableError, match="synchronous"):
+        seq(x)  # training: the fused path runs the synchronous update only
     with torch.no_grad(), pytest.raises(BackendUnavailableError, match="synchronous"):
         seq(x)
+    double = BarrelCortexRSNN(scale=0.05, seed=0, backend="triton").double()
+    with pytest.raises(BackendUnavailableError, match="float32"):
+        double(x.double())
     auto = BarrelCortexRSNN(scale=0.05, seed=0, backend="auto")
-    with torch.no_grad():
-        auto(x)  # auto on CPU never picks the interpreter
+    assert not auto.cortex.uses_kernel(x)  # auto on CPU never picks the interpreter
+    auto_seq = BarrelCortexRSNN(scale=0.05, seed=0, backend="auto", update="sequential")
+    assert not auto_seq.cortex.uses_kernel(x)
 
 
 @pytest.mark.gpu

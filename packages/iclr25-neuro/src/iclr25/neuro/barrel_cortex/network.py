@@ -64,9 +64,11 @@ class ConstrainedSpikingNetwork(nn.Module):
     init_state:
         ``"zeros"`` or ``"official"`` (``v, s ~ U[0,1)`` from seed 515, ``b = b0``; RSNN_bfd).
     backend:
-        Recurrent step: ``"reference"`` (torch), ``"triton"`` (fused spike-driven step of `.kernels`;
-        forward only: synchronous update, float32, no gradient; CPU only under ``TRITON_INTERPRET=1``)
-        or ``"auto"`` (the kernel on CUDA when those hold, else torch).
+        Recurrent step: ``"reference"`` (torch, the spec), ``"triton"`` (fused spike-driven steps of
+        `.kernels`, trainable: one autograd node for the T steps whose backward is the exact adjoint
+        of the torch step; synchronous update and float32 only, else `BackendUnavailableError`;
+        CPU only under ``TRITON_INTERPRET=1``) or ``"auto"`` (the kernel on CUDA when those hold,
+        otherwise, e.g. for ``update="sequential"``, the torch step).
 
     Attributes
     ----------
@@ -147,22 +149,29 @@ class ConstrainedSpikingNetwork(nn.Module):
         st = alif_initial_state((batch, self.spec.n), init=self.init_state, b0=self.b0, generator=gen, dtype=dtype)
         return tuple(t.to(device) for t in st)
 
-    def _kernel_reasons(self, inputs: torch.Tensor, w: torch.Tensor, explicit: bool) -> list[str]:
+    def _kernel_reasons(self, inputs: torch.Tensor, explicit: bool) -> list[str]:
         reasons = triton_reasons(inputs, allow_interpreter=explicit)
         if reasons:
             return reasons
         if self.update != "synchronous":
+            # population i seeing this step's spikes of j < i would need 13 dependent launches
+            # per step; the per-population loop of the official script stays on torch
             reasons.append(f"the fused step kernel runs update='synchronous' only, got {self.update!r}")
         if inputs.dtype != torch.float32:
             reasons.append(f"the fused step kernel runs float32 only, got {inputs.dtype}")
-        if torch.is_grad_enabled() and (w.requires_grad or inputs.requires_grad):
-            reasons.append("the fused step kernel is forward only: run under torch.no_grad() (training uses torch)")
         return reasons
 
-    def _use_kernel(self, inputs: torch.Tensor, w: torch.Tensor) -> bool:
+    def uses_kernel(self, inputs: torch.Tensor) -> bool:
+        """Whether `forward` on ``inputs`` runs the fused Triton steps (see ``backend``).
+
+        Raises
+        ------
+        BackendUnavailableError
+            ``backend="triton"`` and the kernel cannot run these inputs (the reasons are listed).
+        """
         if self.backend == "reference" or (self.backend == "auto" and inputs.device.type != "cuda"):
             return False
-        reasons = self._kernel_reasons(inputs, w, explicit=self.backend == "triton")
+        reasons = self._kernel_reasons(inputs, explicit=self.backend == "triton")
         if reasons and self.backend == "triton":
             raise BackendUnavailableError("backend 'triton' cannot run: " + "; ".join(reasons))
         return not reasons
@@ -188,13 +197,11 @@ class ConstrainedSpikingNetwork(nn.Module):
         v, s, b = self.initial_state(batch, inputs.device, inputs.dtype)
         offsets = self.spec.offsets
         out = []
-        if t_steps and self._use_kernel(inputs, w):
-            from .kernels import recurrent_alif_step_triton  # imports triton only when this backend runs
+        if t_steps and self.uses_kernel(inputs):
+            from .kernels import recurrent_alif_triton  # imports triton only when this backend runs
 
-            for t in range(t_steps):
-                s, v, b = recurrent_alif_step_triton(s, w, drive[t], v, b, alpha, rho, self.b0, self.beta)
-                out.append(s)
-            return torch.stack(out)
+            spikes, _ = recurrent_alif_triton(drive, w, v, s, b, alpha, rho, self.b0, self.beta, 1.0, self.surrogate)
+            return spikes
         for t in range(t_steps):
             if self.update == "synchronous":
                 s, v, b = alif_update(drive[t] + s @ w, v, s, b, alpha, rho, self.b0, self.beta, 1.0, self.surrogate)
@@ -265,7 +272,8 @@ class BarrelCortexRSNN(nn.Module):
         Seed of masks and initial weights.
     backend:
         Recurrent step of the cortex: ``"auto"``, ``"reference"`` or ``"triton"`` (see
-        `ConstrainedSpikingNetwork`; the fused kernel is forward only, so training uses torch).
+        `ConstrainedSpikingNetwork`; training and inference alike). Where the fused cortex step
+        runs, the thalamus uses the multi-step ALIF kernel of `iclr25.neuro.spiking`.
 
     Attributes
     ----------
@@ -327,6 +335,13 @@ class BarrelCortexRSNN(nn.Module):
         gen = torch.Generator().manual_seed(OFFICIAL_STATE_SEED + 1)
         st = alif_initial_state(cur.shape[1:], init=self.cortex.init_state, b0=self.cortex.b0, generator=gen)
         v, s, b = (t.to(cur) for t in st)
+        if self.cortex.uses_kernel(cur):
+            # feed-forward layer (all T currents known): the shared multi-step ALIF kernel of
+            # iclr25.neuro.spiking runs its whole time loop in one launch, forward and backward
+            from iclr25.neuro.spiking.kernels import alif_multistep_triton
+
+            surr = self.cortex.surrogate
+            return alif_multistep_triton(cur, v, s, b, alpha, rho, self.cortex.b0, self.cortex.beta, 1.0, surr)[0]
         out = []
         for t in range(cur.shape[0]):
             s, v, b = alif_update(
