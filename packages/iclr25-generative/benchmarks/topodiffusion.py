@@ -2,7 +2,8 @@
 
 Prints, measured in one run:
 - training steps/s with lambda > 0 vs lambda = 0 (same UNet, batch, image size) and their ratio;
-- union-find persistence images/s and, when cripser is installed, the ratio to cripser.
+- union-find persistence images/s (per image and batched) and, when cripser is installed, the
+  ratio to cripser.
 
 The issue's targets (overhead <= 1.5x at 64x64, batch 64 on a GPU with persistence overlapped in a
 CPU thread pool; union-find within 5x of cripser at 64x64) need a GPU and the ``topo`` extra; on a
@@ -21,7 +22,12 @@ import torch
 
 from iclr25.generative.diffusion.nn import UNet2D
 from iclr25.generative.diffusion.schedules import VPSchedule
-from iclr25.generative.topodiffusion import TopoDiffusionTrainer, disk_masks, superlevel_persistence
+from iclr25.generative.topodiffusion import (
+    TopoDiffusionTrainer,
+    disk_masks,
+    superlevel_persistence,
+    superlevel_persistence_batch,
+)
 
 
 def steps_per_second(lam: float, size: int, batch: int, steps: int, device: str) -> float:
@@ -46,6 +52,13 @@ def images_per_second(backend: str, size: int, n: int) -> float:
     return n / (time.perf_counter() - t0)
 
 
+def batch_images_per_second(size: int, n: int) -> float:
+    imgs = np.random.default_rng(0).random((n, size, size))
+    t0 = time.perf_counter()
+    superlevel_persistence_batch(imgs, dim=0)
+    return n / (time.perf_counter() - t0)
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--size", type=int, default=64)
@@ -62,6 +75,8 @@ def main() -> None:
     print(f"topology-loss overhead: {base / topo:.2f}x (target <= 1.5x on GPU; t < T/2 halves the images)")
     uf = images_per_second("unionfind", a.size, a.images)
     print(f"union-find persistence {a.size}x{a.size}: {uf:.1f} images/s")
+    ufb = batch_images_per_second(a.size, a.images)
+    print(f"batched union-find (lockstep over {a.images} images): {ufb:.1f} images/s, {ufb / uf:.2f}x per-image")
     try:
         cr = images_per_second("cripser", a.size, a.images)
         print(f"cripser: {cr:.1f} images/s; cripser / union-find = {cr / uf:.2f}x (target <= 5x)")

@@ -4,7 +4,14 @@ import numpy as np
 import pytest
 import torch
 
-from iclr25.generative.topodiffusion import TopoCountLoss, TopoMatchLoss, disk_masks, superlevel_persistence
+from iclr25.generative.topodiffusion import (
+    TopoCountLoss,
+    TopoMatchLoss,
+    critical_values,
+    disk_masks,
+    holed_masks,
+    superlevel_persistence,
+)
 
 
 def _blobs(centres, size=16, peak=(1.0, 1.0, 1.0)):
@@ -29,6 +36,42 @@ def test_zero_for_clean_masks_with_exactly_c_components():
         r, c = free[0].tolist()
         extra[i, 0, r, c] = -0.5  # a tiny, faint extra blob
     assert (TopoCountLoss()(extra, counts) > 0).all()
+
+
+def _loss_one_by_one(x, counts, dims, preserve):
+    # the definition, image by image: P = the c most persistent dots of each requested dimension
+    out = []
+    for i in range(x.shape[0]):
+        total = x.new_zeros(())
+        for j, dim in enumerate(dims):
+            b, d = critical_values(x[i, 0], superlevel_persistence(x[i, 0], dim=dim))
+            c = int(counts[i, j])
+            keep = (
+                ((1 - b[:c]) ** 2 + (d[:c] + 1) ** 2).sum() if preserve == "bounded" else -((b[:c] - d[:c]) ** 2).sum()
+            )
+            total = total + keep + ((b[c:] - d[c:]) ** 2).sum()
+        out.append(total)
+    return torch.stack(out)
+
+
+@pytest.mark.parametrize("dims", [(0,), (1,), (0, 1)])
+@pytest.mark.parametrize("preserve", ["bounded", "paper"])
+def test_batched_loss_equals_the_per_image_definition(dims, preserve):
+    g = torch.Generator().manual_seed(3)
+    # clamping makes many pixels exactly +-1: ties in values and in persistence
+    # 24 images: the batched (lockstep) persistence path
+    x0 = (torch.randn(24, 1, 12, 12, generator=g) * 1.5).clamp(-1, 1)
+    counts = torch.randint(0, 4, (24, len(dims)), generator=g)
+    a = x0.clone().requires_grad_(True)
+    b = x0.clone().requires_grad_(True)
+    la = TopoCountLoss(dims, preserve=preserve)(a, counts)
+    lb = _loss_one_by_one(b, counts, dims, preserve)
+    # same terms, summed in another order in float32: relative error <= (number of dots) * eps
+    tol = 144 * torch.finfo(torch.float32).eps
+    torch.testing.assert_close(la, lb, rtol=tol, atol=tol)
+    la.sum().backward()
+    lb.sum().backward()
+    torch.testing.assert_close(a.grad, b.grad, rtol=tol, atol=tol)
 
 
 def test_paper_form_rewards_persistence():
@@ -126,3 +169,22 @@ def test_disk_masks_have_the_stated_count():
     assert torch.equal(betti_numbers(masks, 0.5, connectivity=8)[:, 0], counts)
     assert set(counts.tolist()) == {1, 2, 3, 4, 5}
     assert np.array_equal(disk_masks(300, seed=4)[0].numpy(), masks.numpy())
+
+
+def test_holed_masks_have_the_stated_number_of_holes():
+    from iclr25.generative.topodiffusion import betti_numbers
+
+    masks, counts = holed_masks(40, counts=(1, 2, 3, 4), seed=0)
+    assert masks.shape == (40, 1, 16, 16) and set(counts.tolist()) <= {1, 2, 3, 4}
+    for conn in (4, 8):
+        betti = betti_numbers(masks, threshold=0.5, connectivity=conn)
+        assert torch.equal(betti[:, 0], torch.ones(40, dtype=torch.long))
+        assert torch.equal(betti[:, 1], counts)
+    # the loss asking for the true number of holes is zero on a clean mask, one fewer is not
+    x = masks * 2 - 1
+    assert torch.equal(TopoCountLoss(dims=(1,))(x, counts), torch.zeros(40))
+    assert (TopoCountLoss(dims=(1,))(x, counts - 1) > 0).all()
+    with pytest.raises(ValueError, match="size"):
+        holed_masks(2, size=8)
+    with pytest.raises(ValueError, match="wall"):
+        holed_masks(2, wall=1.0)

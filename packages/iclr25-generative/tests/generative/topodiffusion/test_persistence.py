@@ -5,7 +5,12 @@ import pytest
 import torch
 from scipy import ndimage
 
-from iclr25.generative.topodiffusion import annulus_masks, betti_numbers, superlevel_persistence
+from iclr25.generative.topodiffusion import (
+    annulus_masks,
+    betti_numbers,
+    superlevel_persistence,
+    superlevel_persistence_batch,
+)
 
 S4 = ndimage.generate_binary_structure(2, 1)
 S8 = ndimage.generate_binary_structure(2, 2)
@@ -65,6 +70,51 @@ def test_hand_made_diagrams():
     diag = np.array([[1.0, 0.0], [0.0, 1.0]])
     assert len(superlevel_persistence(diag, connectivity=4)) == 2
     assert len(superlevel_persistence(diag, connectivity=8)) == 1
+
+
+def test_ties_in_persistence_are_ordered_by_birth():
+    # two finite dots of persistence 1: the one born higher comes first, whatever the merge order
+    d = superlevel_persistence(np.array([[1.0, 0.0, 2.0, 0.5, 1.5]]))
+    assert d.birth.tolist() == [2.0, 1.5, 1.0] and d.birth_idx[:, 1].tolist() == [2, 4, 0]
+    # equal births too (a binary mask): raster order of the birth pixel
+    m = np.zeros((5, 5))
+    m[4, 4] = m[0, 3] = m[2, 0] = 1.0
+    d = superlevel_persistence(m)
+    assert [tuple(p) for p in d.birth_idx] == [(0, 3), (2, 0), (4, 4)] and d.essential.tolist() == [True, False, False]
+
+
+@pytest.mark.parametrize("dim", [0, 1])
+@pytest.mark.parametrize("conn", [4, 8])
+def test_batched_union_find_equals_per_image(dim, conn):
+    # every field equal, including critical pixels and order, on floats, heavy ties and binary masks
+    rng = np.random.default_rng(11 + dim + conn)
+    for trial in range(12):
+        h, w = (int(v) for v in rng.integers(1, 13, 2))
+        imgs = rng.random((24, h, w))  # >= 24 images: the lockstep path
+        if trial % 3 == 1:
+            imgs = imgs.round(1)
+        elif trial % 3 == 2:
+            imgs = (imgs < 0.5).astype(float)
+        batch = superlevel_persistence_batch(torch.from_numpy(imgs)[:, None], dim=dim, connectivity=conn)
+        assert len(batch) == 24
+        for img, got in zip(imgs, batch, strict=True):
+            want = superlevel_persistence(img, dim=dim, connectivity=conn)
+            for f in ("birth", "death", "birth_idx", "death_idx", "essential"):
+                assert np.array_equal(getattr(got, f), getattr(want, f)), (trial, f)
+
+
+def test_batch_bad_input_and_empty():
+    assert superlevel_persistence_batch(np.zeros((0, 4, 4))) == []
+    with pytest.raises(ValueError, match="imgs"):
+        superlevel_persistence_batch(np.zeros((4, 4)))
+    with pytest.raises(ValueError, match="imgs"):
+        superlevel_persistence_batch(np.zeros((2, 3, 4, 4)))
+    with pytest.raises(ValueError, match="finite"):
+        superlevel_persistence_batch(np.array([[[0.0, np.nan]]]))
+    with pytest.raises(ValueError, match="dim"):
+        superlevel_persistence_batch(np.zeros((1, 3, 3)), dim=2)
+    with pytest.raises(TypeError, match="imgs"):
+        superlevel_persistence_batch([[[0.0]]])
 
 
 def _ring(size, cy, cx, r_out, r_in):

@@ -14,15 +14,15 @@ the diagonal, so sampled masks have the requested topology more often than with 
                                    └──── gather b, d (attached) ◄──────┘ ──► lambda L_top (t < T/2)
 
 Includes a dependency-free union-find persistence with critical pixels (0-dim by the elder rule,
-1-dim by duality on the padded complement), optional cripser/gudhi backends (extra ``topo``) and
-Betti-number evaluation.
+1-dim by duality on the padded complement; a batched form runs a whole batch in lockstep), optional
+cripser/gudhi backends (extra ``topo``) and Betti-number evaluation.
 """
 
 from iclr25.generative.diffusion.data import annulus_masks, blob_masks
 
-from .data import disk_masks
+from .data import disk_masks, holed_masks
 from .losses import TopoCountLoss, TopoMatchLoss, critical_values
-from .persistence import Diagram, betti_numbers, superlevel_persistence
+from .persistence import Diagram, betti_numbers, superlevel_persistence, superlevel_persistence_batch
 from .trainer import TopoDiffusionTrainer, count_accuracy
 
 __all__ = [
@@ -36,5 +36,7 @@ __all__ = [
     "count_accuracy",
     "critical_values",
     "disk_masks",
+    "holed_masks",
     "superlevel_persistence",
+    "superlevel_persistence_batch",
 ]

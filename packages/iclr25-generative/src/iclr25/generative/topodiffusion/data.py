@@ -1,4 +1,4 @@
-"""Disc masks with an exact number of components, for small-scale reproductions.
+"""Masks with an exact number of components (discs) or holes (a disc with round holes), for small-scale reproductions.
 
 The shared core's :func:`~iclr25.generative.diffusion.data.blob_masks` keeps placing discs until
 they fit and never restarts, which can loop forever when five discs must fit a 16x16 canvas; this
@@ -13,7 +13,7 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-__all__ = ["disk_masks"]
+__all__ = ["disk_masks", "holed_masks"]
 
 
 def disk_masks(
@@ -73,4 +73,79 @@ def disk_masks(
             if ndimage.label(m, structure=s8)[1] == k == ndimage.label(m)[1]:
                 masks[i, 0] = m
                 break
+    return torch.from_numpy(masks), torch.from_numpy(ks)
+
+
+def holed_masks(
+    n: int,
+    size: int = 16,
+    counts: Sequence[int] = (1, 2, 3, 4),
+    hole_radius: tuple[float, float] = (1.0, 1.6),
+    wall: float = 1.5,
+    seed: int = 0,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Binary masks of one disc with ``c`` round holes (beta_0 = 1, beta_1 = c), c uniform over ``counts``.
+
+    The shared core's ``annulus_masks`` draws rings with exactly one hole; the beta_1 reproduction
+    needs a controlled number of holes, so the disc is punched ``c`` times and every mask is checked.
+
+    Parameters
+    ----------
+    n: number of masks; size: image side (>= 12).
+    counts: allowed numbers of holes (each >= 0).
+    hole_radius: (min, max) hole radius in pixels (>= 1 so each hole holds a pixel).
+    wall: minimum foreground width between two holes and between a hole and the disc's rim.
+    seed: numpy seed.
+
+    Returns
+    -------
+    masks: (n, 1, size, size) float32 in {0, 1}; counts: (n,) int64 (= beta_1 of each mask with
+    4-connected foreground and 8-connected background, and with 8 / 4; beta_0 = 1).
+    """
+    from .persistence import betti_numbers
+
+    if not isinstance(n, int) or n < 0:
+        raise ValueError(f"n must be an int >= 0, got {n!r}")
+    if not isinstance(size, int) or size < 12:
+        raise ValueError(f"size must be an int >= 12, got {size!r}")
+    if not counts or any(int(c) < 0 for c in counts):
+        raise ValueError(f"counts must be non-empty non-negative ints, got {counts!r}")
+    if not 1.0 <= hole_radius[0] <= hole_radius[1]:
+        raise ValueError(f"hole_radius must satisfy 1 <= min <= max, got {hole_radius!r}")
+    if wall <= math.sqrt(2):
+        raise ValueError(f"wall must be > sqrt(2) so holes never touch under 8-adjacency, got {wall}")
+    rng = np.random.default_rng(seed)
+    yy, xx = np.meshgrid(np.arange(size), np.arange(size), indexing="ij")
+    masks = np.zeros((n, 1, size, size), np.float32)
+    ks = rng.choice(np.asarray(counts, dtype=np.int64), size=n)
+    for i in range(n):
+        k = int(ks[i])
+        for _attempt in range(10_000):  # restart the whole mask when the holes do not fit
+            big = rng.uniform(0.36 * size, 0.46 * size)
+            cy, cx = rng.uniform(size / 2 - 1, size / 2 - 0.5, 2)
+            holes: list[tuple[float, float, float]] = []
+            # candidates drawn in bulk (one generator call per quantity), accepted greedily
+            rs = rng.uniform(*hole_radius, 32 * max(k, 1))
+            angles = rng.uniform(0, 2 * math.pi, rs.size)
+            fracs = np.sqrt(rng.uniform(size=rs.size))
+            for r, a, f in zip(rs.tolist(), angles.tolist(), fracs.tolist(), strict=True):
+                if len(holes) == k:
+                    break
+                lim = big - r - wall
+                if lim <= 0:
+                    continue
+                hy, hx = cy + lim * f * math.sin(a), cx + lim * f * math.cos(a)
+                if all(math.hypot(hy - y, hx - x) > r + q + wall for y, x, q in holes):
+                    holes.append((hy, hx, r))
+            if len(holes) < k:
+                continue
+            m = (yy - cy) ** 2 + (xx - cx) ** 2 <= big * big
+            for hy, hx, r in holes:
+                m &= (yy - hy) ** 2 + (xx - hx) ** 2 > r * r
+            b4, b8 = betti_numbers(m[None], connectivity=4)[0], betti_numbers(m[None], connectivity=8)[0]
+            if b4.tolist() == [1, k] == b8.tolist():
+                masks[i, 0] = m
+                break
+        else:
+            raise RuntimeError(f"could not place {k} holes on a {size}x{size} canvas; lower counts or hole_radius")
     return torch.from_numpy(masks), torch.from_numpy(ks)

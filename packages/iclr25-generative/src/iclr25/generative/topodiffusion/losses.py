@@ -13,7 +13,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from .persistence import Diagram, superlevel_persistence
+from .persistence import Diagram, superlevel_persistence, superlevel_persistence_batch
 
 __all__ = ["TopoCountLoss", "TopoMatchLoss", "critical_values"]
 
@@ -55,13 +55,6 @@ def critical_values(img: torch.Tensor, dgm: Diagram) -> tuple[torch.Tensor, torc
     ess = torch.as_tensor(dgm.essential, device=img.device)
     deaths = torch.where(ess, torch.full_like(births, -1.0), flat[di])
     return births, deaths
-
-
-def _count_term(b: torch.Tensor, d: torch.Tensor, c: int, preserve: str) -> torch.Tensor:
-    # dots arrive sorted by decreasing persistence: P = the c most persistent, Q = the rest
-    bp, dp, bq, dq = b[:c], d[:c], b[c:], d[c:]
-    keep = ((1 - bp) ** 2 + (dp + 1) ** 2).sum() if preserve == "bounded" else -((bp - dp) ** 2).sum()
-    return keep + ((bq - dq) ** 2).sum()
 
 
 class TopoCountLoss(nn.Module):
@@ -120,16 +113,36 @@ class TopoCountLoss(nn.Module):
             raise TypeError(f"counts must be an integer tensor, got {counts.dtype}")
         if (counts < 0).any():
             raise ValueError(f"counts must be >= 0, got min {int(counts.min())}")
-        cs = counts.cpu().tolist()
-        out = []
-        for i in range(x.shape[0]):
-            total = x.new_zeros(())
-            for j, dim in enumerate(self.dims):
-                dgm = superlevel_persistence(x[i], dim=dim, connectivity=self.connectivity, backend=self.backend)
-                b, d = critical_values(x[i], dgm)
-                total = total + _count_term(b, d, int(cs[i][j]), self.preserve)
-            out.append(total)
-        return torch.stack(out) if out else x.new_zeros((0,))
+        bsz, h, w = x.shape
+        if bsz == 0:
+            return x.new_zeros((0,))
+        cs = counts.cpu().numpy()
+        # all diagrams first (on the detached batch), then one gather for every dot of the batch:
+        # per-image torch indexing would cost more than the persistence itself
+        img, bidx, didx, ess, in_p = [], [], [], [], []
+        xd = x.detach()
+        for j, dim in enumerate(self.dims):
+            for i, dgm in enumerate(superlevel_persistence_batch(xd, dim, self.connectivity, self.backend)):
+                k = len(dgm)
+                img.append(np.full(k, i))
+                bidx.append(i * h * w + dgm.birth_idx[:, 0] * w + dgm.birth_idx[:, 1])
+                didx.append(i * h * w + dgm.death_idx[:, 0] * w + dgm.death_idx[:, 1])
+                ess.append(dgm.essential)
+                # dots arrive sorted by decreasing persistence: P = the c most persistent, Q = the rest
+                in_p.append(np.arange(k) < cs[i, j])
+        dev = x.device
+        flat = x.reshape(-1)
+        births = flat[torch.as_tensor(np.concatenate(bidx), device=dev)]
+        # the essential dot's death is the constant -1 (lower end of the mask range), no gradient
+        deaths = torch.where(
+            torch.as_tensor(np.concatenate(ess), device=dev),
+            torch.full_like(births, -1.0),
+            flat[torch.as_tensor(np.concatenate(didx), device=dev)],
+        )
+        bounded = self.preserve == "bounded"
+        keep = (1 - births) ** 2 + (deaths + 1) ** 2 if bounded else -((births - deaths) ** 2)
+        term = torch.where(torch.as_tensor(np.concatenate(in_p), device=dev), keep, (births - deaths) ** 2)
+        return x.new_zeros((bsz,)).index_add(0, torch.as_tensor(np.concatenate(img), device=dev), term)
 
 
 def _match(pb: np.ndarray, pd: np.ndarray, gb: np.ndarray, gd: np.ndarray) -> np.ndarray:
