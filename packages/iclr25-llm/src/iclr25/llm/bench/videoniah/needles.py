@@ -20,14 +20,13 @@ the same float64 operations in the same order, and ``torch.round`` rounds half t
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .video import check_frames
+from .video import check_frames, is_tensor
 
 if TYPE_CHECKING:
     import torch
@@ -260,33 +259,10 @@ class NeedleGallery:
         return cls(kind, {str(k): np.asarray(v) for k, v in images.items()})
 
 
-def _is_tensor(x: object) -> bool:
-    # torch is a dependency, but the numpy path must not pay for importing it
-    torch = sys.modules.get("torch")
-    return torch is not None and isinstance(x, torch.Tensor)
-
-
-def _check_tensor_frames(frames: Any, name: str = "frames", min_len: int = 2) -> Any:
-    """:func:`check_frames` for a torch tensor: uint8, shape (T, H, W, 3), T >= min_len."""
-    import torch
-
-    if frames.is_floating_point() and bool(torch.isnan(frames).any()):
-        raise ValueError(f"{name} contains NaN; expected uint8 frames of shape (T, H, W, 3)")
-    if frames.dtype != torch.uint8 or frames.ndim != 4 or frames.shape[3] != 3:
-        raise ValueError(
-            f"{name} must be uint8 of shape (T, H, W, 3), got {frames.dtype} tensor of shape {tuple(frames.shape)}"
-        )
-    if frames.shape[0] < min_len:
-        raise ValueError(f"{name} must have T >= {min_len} frames, got T={frames.shape[0]}")
-    if frames.shape[1] < 1 or frames.shape[2] < 1:
-        raise ValueError(f"{name} must have H, W >= 1, got shape {tuple(frames.shape)}")
-    return frames
-
-
 def _is_uint8(x: object) -> bool:
     if isinstance(x, np.ndarray):
         return x.dtype == np.uint8
-    if _is_tensor(x):
+    if is_tensor(x):
         import torch
 
         return x.dtype == torch.uint8
@@ -313,7 +289,7 @@ def _check_needle(needle: Any, length: int, h: int, w: int) -> tuple[int, int]:
 
 def _needle_clip(needle: np.ndarray, length: int, h: int, w: int) -> np.ndarray:
     """The L frames an insertion adds: an image repeated, or a clip; smaller images are centered on black."""
-    if _is_tensor(needle):
+    if is_tensor(needle):
         needle = needle.detach().cpu().numpy()
     nh, nw = _check_needle(needle, length, h, w)
     clip = np.zeros((length, h, w, 3), dtype=np.uint8)
@@ -380,11 +356,8 @@ def insert_needle(
         "length", "span": [start, start+length], "shift"}`` where ``shift`` (L or 0) is what later
         spans move by.
     """
-    tensor = _is_tensor(frames)
-    if tensor:
-        _check_tensor_frames(frames)
-    else:
-        check_frames(frames)
+    tensor = is_tensor(frames)
+    check_frames(frames, allow_tensor=True)
     T, h, w = frames.shape[:3]
     if not isinstance(length, (int, np.integer)) or length < 1:
         raise ValueError(f"length must be an int >= 1, got {length!r}")
@@ -441,11 +414,8 @@ def edit_needle(
     (out, meta) : meta is ``{"op": "edit", "start", "length", "span", "pos", "box": [y, x, h, w], "alpha"}``.
     Only pixels inside the box and span can change.
     """
-    tensor = _is_tensor(frames)
-    if tensor:
-        _check_tensor_frames(frames, min_len=1)
-    else:
-        check_frames(frames, min_len=1)
+    tensor = is_tensor(frames)
+    check_frames(frames, min_len=1, allow_tensor=True)
     T, H, W = frames.shape[:3]
     if not _is_uint8(overlay) or overlay.ndim != 3 or overlay.shape[2] not in (3, 4):
         raise ValueError(f"overlay must be uint8 (h, w, 3) or (h, w, 4), got {_describe(overlay)}")
@@ -466,7 +436,7 @@ def edit_needle(
     if tensor:
         out = _blend_torch(frames, overlay, box, float(alpha), inplace)
     else:
-        if _is_tensor(overlay):
+        if is_tensor(overlay):
             overlay = overlay.detach().cpu().numpy()
         out = _blend_numpy(frames if inplace else frames.copy(), overlay, box, float(alpha))
     meta = {

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 import warnings
 from pathlib import Path
 
@@ -32,31 +33,46 @@ class VideoDecodeError(ValueError):
     """A video file exists but could not be decoded into frames."""
 
 
-def check_frames(frames: object, name: str = "frames", min_len: int = 2) -> np.ndarray:
+def is_tensor(x: object) -> bool:
+    """True for a ``torch.Tensor``, without importing torch (the numpy path must not pay for it)."""
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(x, torch.Tensor)
+
+
+def check_frames(frames: object, name: str = "frames", min_len: int = 2, allow_tensor: bool = False) -> np.ndarray:
     """Validate a video array and return it.
 
     Parameters
     ----------
-    frames : (T, H, W, 3) uint8 array.
+    frames : (T, H, W, 3) uint8 array (or a ``torch.uint8`` tensor when ``allow_tensor``).
     name : argument name used in error messages.
     min_len : smallest accepted T.
+    allow_tensor : also accept a torch tensor, checked by the same rules.
 
     Raises
     ------
     ValueError : wrong type/dtype/shape, NaN in a float array, or ``T < min_len``.
     """
-    if not isinstance(frames, np.ndarray):
+    tensor = allow_tensor and is_tensor(frames)
+    if not (tensor or isinstance(frames, np.ndarray)):
         raise ValueError(f"{name} must be a uint8 numpy array of shape (T, H, W, 3), got {type(frames).__name__}")
-    if np.issubdtype(frames.dtype, np.floating) and np.isnan(frames).any():
+    if tensor:
+        import torch
+
+        floating, uint8, kind = frames.is_floating_point(), frames.dtype == torch.uint8, "tensor"
+        has_nan = floating and bool(torch.isnan(frames).any())
+    else:
+        floating, uint8, kind = np.issubdtype(frames.dtype, np.floating), frames.dtype == np.uint8, "array"
+        has_nan = floating and bool(np.isnan(frames).any())
+    shape = tuple(frames.shape)
+    if has_nan:
         raise ValueError(f"{name} contains NaN; expected uint8 frames of shape (T, H, W, 3)")
-    if frames.dtype != np.uint8 or frames.ndim != 4 or frames.shape[3] != 3:
-        raise ValueError(
-            f"{name} must be uint8 of shape (T, H, W, 3), got {frames.dtype} array of shape {frames.shape}"
-        )
-    if frames.shape[0] < min_len:
-        raise ValueError(f"{name} must have T >= {min_len} frames, got T={frames.shape[0]}")
-    if frames.shape[1] < 1 or frames.shape[2] < 1:
-        raise ValueError(f"{name} must have H, W >= 1, got shape {frames.shape}")
+    if not uint8 or len(shape) != 4 or shape[3] != 3:
+        raise ValueError(f"{name} must be uint8 of shape (T, H, W, 3), got {frames.dtype} {kind} of shape {shape}")
+    if shape[0] < min_len:
+        raise ValueError(f"{name} must have T >= {min_len} frames, got T={shape[0]}")
+    if shape[1] < 1 or shape[2] < 1:
+        raise ValueError(f"{name} must have H, W >= 1, got shape {shape}")
     return frames
 
 
