@@ -16,6 +16,24 @@ import torch
 __all__ = ["disk_masks", "holed_masks"]
 
 
+def _check_n_counts(n: object, counts: Sequence[int]) -> None:
+    if not isinstance(n, int) or n < 0:
+        raise ValueError(f"n must be an int >= 0, got {n!r}")
+    if not counts or any(int(c) < 0 for c in counts):
+        raise ValueError(f"counts must be non-empty non-negative ints, got {counts!r}")
+
+
+def _start_masks(
+    n: int, size: int, counts: Sequence[int], seed: int
+) -> tuple[np.random.Generator, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The seeded generator, pixel grids, empty masks and the per-mask counts drawn from ``counts``."""
+    rng = np.random.default_rng(seed)
+    yy, xx = np.meshgrid(np.arange(size), np.arange(size), indexing="ij")
+    masks = np.zeros((n, 1, size, size), np.float32)
+    ks = rng.choice(np.asarray(counts, dtype=np.int64), size=n)
+    return rng, yy, xx, masks, ks
+
+
 def disk_masks(
     n: int,
     size: int = 16,
@@ -41,18 +59,12 @@ def disk_masks(
     """
     from scipy import ndimage
 
-    if not isinstance(n, int) or n < 0:
-        raise ValueError(f"n must be an int >= 0, got {n!r}")
-    if not counts or any(int(c) < 0 for c in counts):
-        raise ValueError(f"counts must be non-empty non-negative ints, got {counts!r}")
+    _check_n_counts(n, counts)
     if not 1.0 <= radius[0] <= radius[1] or 2 * radius[1] + 2 > size:
         raise ValueError(f"radius must satisfy 1 <= min <= max <= (size - 2) / 2, got {radius!r} for size {size}")
     if gap <= math.sqrt(2):
         raise ValueError(f"gap must be > sqrt(2) so discs never touch, got {gap}")
-    rng = np.random.default_rng(seed)
-    yy, xx = np.meshgrid(np.arange(size), np.arange(size), indexing="ij")
-    masks = np.zeros((n, 1, size, size), np.float32)
-    ks = rng.choice(np.asarray(counts, dtype=np.int64), size=n)
+    rng, yy, xx, masks, ks = _start_masks(n, size, counts, seed)
     s8 = ndimage.generate_binary_structure(2, 2)
     for i in range(n):
         k = int(ks[i])
@@ -104,20 +116,14 @@ def holed_masks(
     """
     from .persistence import betti_numbers
 
-    if not isinstance(n, int) or n < 0:
-        raise ValueError(f"n must be an int >= 0, got {n!r}")
+    _check_n_counts(n, counts)
     if not isinstance(size, int) or size < 12:
         raise ValueError(f"size must be an int >= 12, got {size!r}")
-    if not counts or any(int(c) < 0 for c in counts):
-        raise ValueError(f"counts must be non-empty non-negative ints, got {counts!r}")
     if not 1.0 <= hole_radius[0] <= hole_radius[1]:
         raise ValueError(f"hole_radius must satisfy 1 <= min <= max, got {hole_radius!r}")
     if wall <= math.sqrt(2):
         raise ValueError(f"wall must be > sqrt(2) so holes never touch under 8-adjacency, got {wall}")
-    rng = np.random.default_rng(seed)
-    yy, xx = np.meshgrid(np.arange(size), np.arange(size), indexing="ij")
-    masks = np.zeros((n, 1, size, size), np.float32)
-    ks = rng.choice(np.asarray(counts, dtype=np.int64), size=n)
+    rng, yy, xx, masks, ks = _start_masks(n, size, counts, seed)
     for i in range(n):
         k = int(ks[i])
         for _attempt in range(10_000):  # restart the whole mask when the holes do not fit

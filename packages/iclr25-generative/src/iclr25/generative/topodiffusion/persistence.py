@@ -347,6 +347,19 @@ def _gudhi(arr: np.ndarray, dim: int, connectivity: int) -> Diagram:
     return _make(b[keep], d[keep], np.asarray(bidx)[keep], np.asarray(didx)[keep], e[keep], w, dim)
 
 
+def _check_options(dim: int, connectivity: int | None, backend: str) -> int:
+    """Validate the persistence options; returns the connectivity (4 when ``None``)."""
+    if dim not in (0, 1):
+        raise ValueError(f"dim must be 0 or 1, got {dim!r}")
+    if connectivity is None:
+        connectivity = 4
+    if connectivity not in (4, 8):
+        raise ValueError(f"connectivity must be 4 or 8, got {connectivity!r}")
+    if backend not in _BACKENDS:
+        raise ValueError(f"backend must be one of {_BACKENDS}, got {backend!r}")
+    return connectivity
+
+
 def superlevel_persistence(
     img: torch.Tensor | np.ndarray, dim: int = 0, connectivity: int | None = None, backend: str = "unionfind"
 ) -> Diagram:
@@ -366,14 +379,7 @@ def superlevel_persistence(
     :class:`Diagram` with births >= deaths, sorted by decreasing persistence. Dots of zero
     persistence are omitted; dimension 0 always has exactly one essential dot.
     """
-    if dim not in (0, 1):
-        raise ValueError(f"dim must be 0 or 1, got {dim!r}")
-    if connectivity is None:
-        connectivity = 4
-    if connectivity not in (4, 8):
-        raise ValueError(f"connectivity must be 4 or 8, got {connectivity!r}")
-    if backend not in _BACKENDS:
-        raise ValueError(f"backend must be one of {_BACKENDS}, got {backend!r}")
+    connectivity = _check_options(dim, connectivity, backend)
     arr = _as_image(img)
     if backend == "cripser":
         return _cripser(arr, dim, connectivity)
@@ -401,14 +407,7 @@ def superlevel_persistence_batch(
     -------
     list of B :class:`Diagram` (empty for B = 0).
     """
-    if dim not in (0, 1):
-        raise ValueError(f"dim must be 0 or 1, got {dim!r}")
-    if connectivity is None:
-        connectivity = 4
-    if connectivity not in (4, 8):
-        raise ValueError(f"connectivity must be 4 or 8, got {connectivity!r}")
-    if backend not in _BACKENDS:
-        raise ValueError(f"backend must be one of {_BACKENDS}, got {backend!r}")
+    connectivity = _check_options(dim, connectivity, backend)
     if isinstance(imgs, torch.Tensor):
         arr = imgs.detach().to("cpu", torch.float64).numpy()
     elif isinstance(imgs, np.ndarray):
