@@ -46,7 +46,7 @@ if triton_available():
     import triton.language as tl
 
     # one surrogate implementation for every spiking kernel of the package
-    from iclr25.neuro.spiking.kernels import SURROGATE_CODES, _surrogate_grad
+    from iclr25.neuro.spiking.kernels import SURROGATE_CODES, _alif_adjoint_step
 
     @triton.jit
     def _recurrent_alif_step_kernel(
@@ -136,18 +136,18 @@ if triton_available():
         sp = tl.load(sp_ptr + offs, mask=mask, other=0.0)
         cur = tl.load(i_ptr + offs, mask=mask, other=0.0)
         g_s = tl.load(g_out_ptr + offs, mask=mask, other=0.0) + tl.load(gs_ptr + offs, mask=mask, other=0.0)
-        big_b = b0 + beta * b
-        gz = g_s * _surrogate_grad(v - big_b, SURR, p0, p1)  # s_t = H(v_t - B_t)
-        gv = tl.load(gv_ptr + offs, mask=mask, other=0.0) + gz  # v_t: state path + spike path
-        g_big = -gz - gv * sp * dt  # B_t enters the threshold and the reset
-        gb = tl.load(gb_ptr + offs, mask=mask, other=0.0) + beta * g_big
-        tl.store(gi_ptr + offs, gv * (1.0 - a), mask=mask)
-        tl.store(ga_ptr + offs, tl.load(ga_ptr + offs, mask=mask, other=0.0) + gv * (vp - cur), mask=mask)
-        tl.store(gr_ptr + offs, tl.load(gr_ptr + offs, mask=mask, other=0.0) + gb * (bp - sp), mask=mask)
-        tl.store(gv_ptr + offs, a * gv, mask=mask)
-        tl.store(gb_ptr + offs, r * gb, mask=mask)
+        cv = tl.load(gv_ptr + offs, mask=mask, other=0.0)
+        cb = tl.load(gb_ptr + offs, mask=mask, other=0.0)
+        gi, dga, dgr, cv, cb, cs = _alif_adjoint_step(
+            g_s, cv, cb, v, b, vp, bp, sp, cur, a, r, b0, beta, dt, SURR, p0, p1
+        )
+        tl.store(gi_ptr + offs, gi, mask=mask)
+        tl.store(ga_ptr + offs, tl.load(ga_ptr + offs, mask=mask, other=0.0) + dga, mask=mask)
+        tl.store(gr_ptr + offs, tl.load(gr_ptr + offs, mask=mask, other=0.0) + dgr, mask=mask)
+        tl.store(gv_ptr + offs, cv, mask=mask)
+        tl.store(gb_ptr + offs, cb, mask=mask)
         # s_{t-1} feeds the adaptation and the reset (its W path is added by the caller's GEMM)
-        tl.store(gs_ptr + offs, gb * (1.0 - r) - gv * big_b * dt, mask=mask)
+        tl.store(gs_ptr + offs, cs, mask=mask)
 
 
 def _launch_step(

@@ -47,6 +47,18 @@ if triton_available():
         return g
 
     @triton.jit
+    def _alif_adjoint_step(g_s, cv, cb, v, b, vp, bp, sp, x, a, r, b0, beta, dt, SURR: tl.constexpr, p0, p1):
+        # One reverse step of alif_update. In: g_s, cv, cb = adjoints of (s_t, v_t, b_t); the
+        # step's (v, b), previous (vp, bp, sp) and input current x. Out: the input's adjoint, this
+        # step's terms of the alpha and rho gradients, and the adjoints of (v, b, s) at t-1 (for s,
+        # only through the reset and the adaptation).
+        big_b = b0 + beta * b
+        gz = g_s * _surrogate_grad(v - big_b, SURR, p0, p1)  # s_t = H(v_t - B_t)
+        gv = cv + gz  # v_t: state path + spike path
+        gb = cb + beta * (-gz - gv * sp * dt)  # B_t enters the threshold and the reset
+        return gv * (1.0 - a), gv * (vp - x), gb * (bp - sp), a * gv, r * gb, gb * (1.0 - r) - gv * big_b * dt
+
+    @triton.jit
     def _lif_fwd_kernel(
         x_ptr,
         v0_ptr,
@@ -248,17 +260,13 @@ if triton_available():
             vp = tl.where(t > 0, tl.load(v_ptr + (t - 1) * N + offs, mask=prev, other=0.0), v0)
             sp = tl.where(t > 0, tl.load(s_ptr + (t - 1) * N + offs, mask=prev, other=0.0), s0)
             bp = tl.where(t > 0, tl.load(b_ptr + (t - 1) * N + offs, mask=prev, other=0.0), bi)
-            big_b = b0 + beta * b
-            gz = (tl.load(gs_ptr + t * N + offs, mask=mask, other=0.0) + cs) * _surrogate_grad(v - big_b, SURR, p0, p1)
-            gv = cv + gz
-            gbig = -gz - gv * sp * dt
-            gb = cb + beta * gbig
-            tl.store(gx_ptr + t * N + offs, gv * (1.0 - a), mask=mask)
-            ga += gv * (vp - x)
-            gr += gb * (bp - sp)
-            cv = a * gv
-            cb = r * gb
-            cs = gb * (1.0 - r) - gv * big_b * dt
+            g_s = tl.load(gs_ptr + t * N + offs, mask=mask, other=0.0) + cs
+            gx, dga, dgr, cv, cb, cs = _alif_adjoint_step(
+                g_s, cv, cb, v, b, vp, bp, sp, x, a, r, b0, beta, dt, SURR, p0, p1
+            )
+            tl.store(gx_ptr + t * N + offs, gx, mask=mask)
+            ga += dga
+            gr += dgr
         tl.store(gv0_ptr + offs, cv, mask=mask)
         tl.store(gs0_ptr + offs, cs, mask=mask)
         tl.store(gbi_ptr + offs, cb, mask=mask)
