@@ -58,13 +58,17 @@ class Diagram:
         return np.where(self.essential, np.inf, self.birth - self.death)
 
 
+def _float64(x: torch.Tensor | np.ndarray, name: str) -> np.ndarray:
+    """A float64 numpy copy (or view) of a tensor or array, detached and on the CPU."""
+    if isinstance(x, torch.Tensor):
+        return x.detach().to("cpu", torch.float64).numpy()
+    if isinstance(x, np.ndarray):
+        return np.asarray(x, dtype=np.float64)
+    raise TypeError(f"{name} must be a torch.Tensor or numpy.ndarray, got {type(x).__name__}")
+
+
 def _as_image(img: torch.Tensor | np.ndarray, name: str = "img") -> np.ndarray:
-    if isinstance(img, torch.Tensor):
-        arr = img.detach().to("cpu", torch.float64).numpy()
-    elif isinstance(img, np.ndarray):
-        arr = np.asarray(img, dtype=np.float64)
-    else:
-        raise TypeError(f"{name} must be a torch.Tensor or numpy.ndarray, got {type(img).__name__}")
+    arr = _float64(img, name)
     if arr.ndim == 3 and arr.shape[0] == 1:
         arr = arr[0]
     if arr.ndim != 2:
@@ -408,12 +412,7 @@ def superlevel_persistence_batch(
     list of B :class:`Diagram` (empty for B = 0).
     """
     connectivity = _check_options(dim, connectivity, backend)
-    if isinstance(imgs, torch.Tensor):
-        arr = imgs.detach().to("cpu", torch.float64).numpy()
-    elif isinstance(imgs, np.ndarray):
-        arr = np.asarray(imgs, dtype=np.float64)
-    else:
-        raise TypeError(f"imgs must be a torch.Tensor or numpy.ndarray, got {type(imgs).__name__}")
+    arr = _float64(imgs, "imgs")
     if arr.ndim == 4 and arr.shape[1] == 1:
         arr = arr[:, 0]
     if arr.ndim != 3:
