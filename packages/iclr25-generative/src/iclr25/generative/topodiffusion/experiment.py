@@ -25,6 +25,7 @@ from typing import Any
 
 import torch
 
+from iclr25.core.device import cpu_threads
 from iclr25.core.experiments import Experiment, Measurement, Outcome
 from iclr25.core.io import save_json
 from iclr25.core.seed import seed_everything
@@ -120,15 +121,10 @@ def _beta1(seed: int, device: torch.device) -> dict[str, Any]:
 def run(quick: bool, device: torch.device, seed: int, out: Path) -> Outcome:
     device = torch.device(device)
     steps, n_samples, seeds = (400, 100, [seed]) if quick else (1500, 300, [seed, seed + 1])
-    threads = torch.get_num_threads()
-    if device.type == "cpu":
-        # a 16x16 UNet at batch 64 is launch-bound: one thread is faster than two on a 2-core CPU
-        torch.set_num_threads(1)
-    try:
+    # a 16x16 UNet at batch 64 is launch-bound: one thread is faster than two on a 2-core CPU
+    with cpu_threads(1, device):
         runs = {s: _one_seed(s, steps, n_samples, 3000, device) for s in seeds}
         beta1 = None if quick else _beta1(seed, device)
-    finally:
-        torch.set_num_threads(threads)
     acc_t = sum(r["tdn"]["accuracy"] for r in runs.values()) / len(runs)
     acc_b = sum(r["adm_t"]["accuracy"] for r in runs.values()) / len(runs)
     per_t = {c: sum(r["tdn"]["per_count"][c] for r in runs.values()) / len(runs) for c in COUNTS}

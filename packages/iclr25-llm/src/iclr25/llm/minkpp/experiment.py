@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from iclr25.core.device import cpu_threads
 from iclr25.core.experiments import Experiment, Measurement, Outcome
 from iclr25.core.io import save_json
 from iclr25.core.seed import seed_everything
@@ -83,14 +84,9 @@ def run(quick: bool, device, seed: int, out: Path) -> Outcome:
     """Inject members with E exposures, compare Min-K%++ with Loss / Zlib / Min-K% by AUROC."""
     seed_everything(seed)
     device = torch.device(device)
-    threads = torch.get_num_threads()
-    if device.type == "cpu":
-        # nano models: intra-op threading costs more than it saves on 2 cores.
-        torch.set_num_threads(1)
-    try:
+    # nano models: intra-op threading costs more than it saves on 2 cores.
+    with cpu_threads(1, device):
         return _run(quick, device, seed, out)
-    finally:
-        torch.set_num_threads(threads)
 
 
 def _run(quick: bool, device: torch.device, seed: int, out: Path) -> Outcome:
