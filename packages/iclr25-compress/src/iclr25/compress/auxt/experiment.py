@@ -43,7 +43,8 @@ def _images() -> tuple[list[torch.Tensor], torch.Tensor]:
     from sklearn.datasets import load_sample_image
 
     def t(a: np.ndarray) -> torch.Tensor:
-        return torch.from_numpy(np.ascontiguousarray(a[..., :3])).permute(2, 0, 1).float() / 255.0
+        # np.array copies: skimage's bundled arrays are read-only
+        return torch.from_numpy(np.array(a[..., :3])).permute(2, 0, 1).float() / 255.0
 
     train = [t(getattr(data, n)()) for n in ("astronaut", "coffee", "chelsea", "rocket", "hubble_deep_field")]
     train.append(t(load_sample_image("china.jpg")))
