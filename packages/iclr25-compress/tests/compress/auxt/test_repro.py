@@ -12,3 +12,36 @@ def test_quick_reproduction_fits_card(tmp_path):
     assert set(runs) == {"base_seed0_lam0.013", "auxt_seed0_lam0.013"}
     assert all(len(r["curve"]) == 10 for r in runs.values())
     assert (tmp_path / "results_runs.json").exists()
+
+
+def _curve(bpp, psnr):
+    return [{"bpp": b, "psnr": p} for b, p in zip(bpp, psnr, strict=True)]
+
+
+def test_bd_rate_gate_holds_only_for_real_savings():
+    from iclr25.compress.auxt.experiment import bd_rate_claim
+
+    psnr = [20.0, 22.0, 24.0]
+    base = _curve([0.5, 0.8, 1.2], psnr)
+    # AuxT needs 1/1.1 of the base rate at every PSNR: BD-rate = 100 * (1/1.1 - 1) = -9.09 %
+    saving = bd_rate_claim(base, _curve([r / 1.1 for r in (0.5, 0.8, 1.2)], psnr))
+    assert saving.holds is True
+    assert saving.ours == pytest.approx(100 * (1 / 1.1 - 1), abs=0.01)
+    costlier = bd_rate_claim(base, _curve([r * 1.1 for r in (0.5, 0.8, 1.2)], psnr))
+    assert costlier.holds is False
+    assert costlier.ours == pytest.approx(10.0, abs=0.01)
+
+
+@pytest.mark.parametrize(
+    "auxt",
+    [
+        _curve([0.5, 0.8, 1.2], [20.0, 19.0, 24.0]),  # non-monotonic: rate rises while PSNR falls
+        _curve([0.9, 1.0, 1.1], [30.0, 31.0, 32.0]),  # PSNR range disjoint from the base curve's
+    ],
+)
+def test_bd_rate_gate_fails_when_bd_rate_is_undefined(auxt):
+    from iclr25.compress.auxt.experiment import bd_rate_claim
+
+    m = bd_rate_claim(_curve([0.5, 0.8, 1.2], [20.0, 22.0, 24.0]), auxt)
+    assert m.holds is False
+    assert str(m.ours).startswith("not computable")
