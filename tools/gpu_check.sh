@@ -82,5 +82,7 @@ if ls .whl/compressai-*.tar.gz >/dev/null 2>&1; then
         .whl/compressai-*.tar.gz
     step auxt-repro 150 python3 -m iclr25.core reproduce auxt --device cuda --out "$OUT/auxt"
     step auxt-bench 200 python3 $B/iclr25-compress/benchmarks/auxt_step.py --device cuda
+    # At which budget do the RD curves allow a BD-rate? (undefined after 600 CPU steps, docs/papers/auxt.md)
+    step auxt-rd 240 python3 $B/iclr25-compress/benchmarks/auxt_rd_sweep.py --device cuda --steps 4000 --crop 128
 fi
 echo "### total $((SECONDS - START))s" >>"$LOG"
