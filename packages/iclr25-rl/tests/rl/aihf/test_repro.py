@@ -12,7 +12,9 @@ def test_quick_reproduction_fits_card(tmp_path):
     assert [c["id"] for c in doc["claims"]] == [c.id for c in card.claims]
     rows = {c["id"]: c for c in doc["claims"]}
     for claim in card.claims:
-        assert isinstance(rows[claim.id]["holds"], bool) == claim.gated
+        assert isinstance(rows[claim.id]["holds"], bool) == claim.gated_in(True)
+    # the quick run is the gridworld alone: HalfCheetah is gated in full runs only
+    assert rows["mujoco_beats_rlhf"]["ours"] is None and "halfcheetah" not in doc["extra"]
     grid = doc["extra"]["gridworld"]
     assert set(grid) == {"20/5", "20/20", "2/200"}
     for g in grid.values():
@@ -45,3 +47,21 @@ def test_cheetah_arms_start_alike_with_matched_budgets():
     assert abs(row["budget_ratio"] - 1.0) <= BUDGET_TOL
     assert row["rlhf_start_max_abs"] == 0.0
     assert row["aihf_start_max_abs"] == 0.0
+
+
+@pytest.mark.parametrize(
+    ("aihf", "rlhf", "holds"),
+    [
+        ((500.0, 480.0, 470.0), (0.0, 0.0, 0.0), True),  # +100 over RLHF, 3/3 wins, mean >= 0.9 x expert 500
+        ((-80.0, 394.0, -13.0), (-117.0, -59.0, 8.0), False),  # the measured shape: far below the expert
+        ((360.0, 360.0, 800.0), (370.0, 370.0, 300.0), False),  # margin and expert level met, 1/3 wins
+    ],
+)
+def test_mujoco_gate_needs_margin_wins_and_expert_level(monkeypatch, aihf, rlhf, holds):
+    import iclr25.rl.aihf.experiment as exp
+
+    rows = iter({"expert": 500.0, "rlhf": r, "aihf": a, "budget_ratio": 1.125} for a, r in zip(aihf, rlhf, strict=True))
+    monkeypatch.setattr(exp, "mujoco_seed", lambda *a, **k: next(rows))
+    out = exp._mujoco(0)
+    assert out["claim"].holds is holds
+    assert out["extra"]["horizon"] == 200 and len(out["extra"]["seeds"]) == 3
