@@ -176,9 +176,10 @@ def _run(quick: bool, device: torch.device, seed: int, out: Path) -> Outcome:
         "convergence_speedup": Measurement(
             ours=speedup if speedup is not None else "target not reached",
             baseline=1.0,
-            holds=worst is not None and worst <= 0.5,
+            # the issue gates --quick on the final loss only: the speed-up is reported there
+            holds=None if quick else worst is not None and worst <= 0.5,
             note="budget / steps for AuxT to reach the baseline's final test loss (worst seed); gate >= 2x"
-            + (" (the issue gates --quick on the final loss only)" if quick else ""),
+            + (" (gated in full runs only)" if quick else ""),
         ),
         "final_loss": Measurement(
             ours=" / ".join(f"{v['auxt_final']:.3f}" for v in per_seed.values()),
