@@ -25,7 +25,7 @@ TEST_DEPS = ["pytest>=8", "hypothesis>=6"]
 # optional extras exercised when everything is installed together (the isolated runs skip those tests)
 EXTRAS = {
     "packages/iclr25-llm": "packages/iclr25-llm[hf]",
-    "packages/iclr25-generative": "packages/iclr25-generative[text]",
+    "packages/iclr25-generative": "packages/iclr25-generative[text,topo]",
 }
 
 nox.options.sessions = ["lint", "tests", "tests_isolated", "cross", "build", "docs"]

@@ -18,8 +18,11 @@ import torch
 __all__ = ["Diagram", "betti_numbers", "superlevel_persistence", "superlevel_persistence_batch"]
 
 _BACKENDS = ("unionfind", "cripser", "gudhi")
-# below this batch size the lockstep union-find's per-step numpy overhead outweighs the Python loop
-_LOCKSTEP_MIN_BATCH = 24
+# The lockstep union-find pays a numpy call per pixel rank for the whole batch; it beats the
+# per-image MST union-find only for many small images (measured: 16x16, B = 64: 3 300 vs 2 400
+# images/s; 24x24: equal; 64x64, B = 50: 170 vs 375; 16x16, B = 24: 1 800 vs 2 460).
+_LOCKSTEP_MIN_BATCH = 32
+_LOCKSTEP_MAX_PIXELS = 24 * 24
 
 
 @dataclass(frozen=True)
@@ -80,11 +83,12 @@ def _as_image(img: torch.Tensor | np.ndarray, name: str = "img") -> np.ndarray:
     return arr
 
 
-def _uf_superlevel0(v: np.ndarray, connectivity: int) -> tuple[list, list, list, list]:
-    """Elder-rule union-find on the superlevel filtration of a 2-D array.
+def _uf_superlevel0_reference(v: np.ndarray, connectivity: int) -> tuple[list, list, list, list]:
+    """Elder-rule union-find on the superlevel filtration of a 2-D array, one pixel at a time.
 
-    Returns lists of finite dots (birth value, death value, birth flat idx, death flat idx) and the
-    essential dot as the last entry (death = minimum, death idx = last pixel added).
+    The plain statement of the algorithm, kept as the reference the faster :func:`_uf_superlevel0`
+    is tested against. Returns lists of finite dots (birth value, death value, birth flat idx, death flat idx)
+    and the essential dot as the last entry (death = minimum, death idx = last pixel added).
     """
     h, w = v.shape
     flat = v.ravel()
@@ -141,6 +145,98 @@ def _uf_superlevel0(v: np.ndarray, connectivity: int) -> tuple[list, list, list,
     return births, deaths, bidx, didx
 
 
+_EDGES: dict[tuple[int, int, int], tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+
+
+def _edges(h: int, w: int, connectivity: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Each grid edge once, as CSR rows (``indptr``) of its first pixel and its second pixel."""
+    key = (h, w, connectivity)
+    if key not in _EDGES:
+        offs = ((0, 1), (1, 0)) if connectivity == 4 else ((0, 1), (1, -1), (1, 0), (1, 1))
+        r, c = np.divmod(np.arange(h * w), w)
+        src, dst = [], []
+        for dr, dc in offs:
+            rr, cc = r + dr, c + dc
+            ok = (rr < h) & (cc >= 0) & (cc < w)
+            src.append(np.flatnonzero(ok))
+            dst.append((rr * w + cc)[ok])
+        a, b = np.concatenate(src), np.concatenate(dst)
+        o = np.lexsort((b, a))
+        indptr = np.zeros(h * w + 1, dtype=np.int32)
+        np.cumsum(np.bincount(a, minlength=h * w), out=indptr[1:])
+        _EDGES[key] = (indptr, a[o], b[o])
+    return _EDGES[key]
+
+
+def _uf_superlevel0(v: np.ndarray, connectivity: int) -> tuple[list, list, list, list]:
+    """The elder-rule union-find of :func:`_uf_superlevel0_reference`, with the same pairs, faster.
+
+    An edge enters the filtration at the step its later pixel is added. Only a spanning tree of
+    the grid graph under that order can merge components (scipy's compiled MST finds one), and a
+    step with a single tree edge only attaches the new pixel to an older component, so those
+    pointers are set with numpy; the Python loop visits only the steps where two or more tree edges
+    meet, the saddles at which components die. About 3x faster than the reference at 64x64.
+    """
+    from scipy.sparse import csr_matrix
+    from scipy.sparse.csgraph import minimum_spanning_tree
+
+    h, w = v.shape
+    n = h * w
+    flat = v.ravel()
+    # stable sort on -v: equal values are added in raster order, so ties break deterministically
+    order = np.argsort(-flat, kind="stable")
+    pos = np.empty(n, dtype=np.int64)
+    pos[order] = np.arange(n)
+    vals, first, last = flat.tolist(), int(order[0]), int(order[-1])
+    essential = [vals[first]], [vals[last]], [first], [last]
+    if n == 1:
+        return essential
+    indptr, a, b = _edges(h, w, connectivity)
+    # weight = 1 + the step at which the edge appears (scipy reads a stored 0 as "no edge")
+    step = np.maximum(pos[a], pos[b]) + 1.0
+    # overwrite=True skips scipy's defensive copy (most of the call's cost); it may modify the matrix
+    # in place, so the matrix gets its own copies of the cached index arrays
+    graph = csr_matrix((step, b.astype(np.int32), indptr.copy()), shape=(n, n))
+    tree = minimum_spanning_tree(graph, overwrite=True)
+    tree = tree.tocoo()
+    k = tree.data.astype(np.int64) - 1
+    young = order[k]
+    old = np.where(tree.row == young, tree.col, tree.row)
+    parent = np.arange(n)
+    single = np.bincount(k, minlength=n)[k] == 1
+    parent[young[single]] = old[single]
+    merge = np.flatnonzero(~single)
+    merge = merge[np.argsort(k[merge], kind="stable")]
+    parent_l, pos_l = parent.tolist(), pos.tolist()
+    births, deaths, bidx, didx = [], [], [], []
+    prev = -1
+    # Kruskal over the saddle steps' tree edges (p = the pixel added at that step, x = its older end)
+    for p, x in zip(young[merge].tolist(), old[merge].tolist(), strict=True):
+        r = x
+        while parent_l[r] != r:
+            r = parent_l[r]
+        while parent_l[x] != r:  # path compression
+            parent_l[x], x = r, parent_l[x]
+        if p != prev:  # the step's first tree edge: p joins that component
+            parent_l[p], prev = r, p
+            continue
+        rp = parent_l[p]
+        while parent_l[rp] != rp:
+            rp = parent_l[rp]
+        if rp == r:
+            continue
+        # a root is its component's birth pixel: the younger one (later position) dies at p
+        if pos_l[r] < pos_l[rp]:
+            r, rp = rp, r
+        parent_l[r] = parent_l[p] = rp
+        if vals[r] != vals[p]:  # zero-persistence dots are not part of the diagram
+            births.append(vals[r])
+            deaths.append(vals[p])
+            bidx.append(r)
+            didx.append(p)
+    return births + essential[0], deaths + essential[1], bidx + essential[2], didx + essential[3]
+
+
 def _make(births, deaths, bidx, didx, essential, width: int, dim: int) -> Diagram:
     b = np.asarray(births, dtype=np.float64)
     d = np.asarray(deaths, dtype=np.float64)
@@ -177,7 +273,7 @@ def _neighbours(h: int, w: int, connectivity: int) -> np.ndarray:
 
 
 def _uf_superlevel0_batch(v: np.ndarray, connectivity: int) -> list[tuple[list, list, list, list]]:
-    """The elder-rule union-find of :func:`_uf_superlevel0` run on B images in lockstep.
+    """The elder-rule union-find of :func:`_uf_superlevel0_reference` run on B images in lockstep.
 
     Step k adds the k-th pixel (in each image's own stable order) of every image at once, with
     numpy over the batch, so the Python loop has H*W iterations whatever B is. The B images live
@@ -305,7 +401,7 @@ def _cripser(arr: np.ndarray, dim: int, connectivity: int) -> Diagram:
             f"backend='cripser' computes 4-connected (V-construction) persistence, got connectivity={connectivity}"
         )
     # cripser computes sublevel persistence: superlevel of x is sublevel of -x
-    ph = np.asarray(cripser.computePH(np.ascontiguousarray(-arr), maxdim=1))
+    ph = np.asarray(cripser.computePH(np.ascontiguousarray(-arr), maxdim=dim))
     ph = ph[ph[:, 0] == dim]
     _h, w = arr.shape
     ess = ph[:, 2] >= np.finfo(np.float64).max / 2
@@ -330,20 +426,27 @@ def _gudhi(arr: np.ndarray, dim: int, connectivity: int) -> Diagram:
     cc.compute_persistence(homology_coeff_field=2, min_persistence=-1.0)
     pairs = cc.vertices_of_persistence_pairs() if connectivity == 4 else cc.cofaces_of_persistence_pairs()
     regular, essential = pairs
-    flat = arr.ravel()
+    # gudhi numbers the cells of a NumPy input in Fortran order (first axis fastest), so its indices
+    # address arr.ravel("F"); converted to our row-major indices below.
+    h = arr.shape[0]
+    flat = arr.ravel(order="F")
+
+    def rowmajor(i: int) -> int:
+        return (i % h) * w + i // h
+
     births, deaths, bidx, didx, ess = [], [], [], [], []
     if len(regular) > dim and len(regular[dim]):
         for bi, di in np.asarray(regular[dim], dtype=np.int64):
             births.append(flat[bi])
             deaths.append(flat[di])
-            bidx.append(bi)
-            didx.append(di)
+            bidx.append(rowmajor(bi))
+            didx.append(rowmajor(di))
             ess.append(False)
     if len(essential) > dim and len(essential[dim]):
         for bi in np.asarray(essential[dim], dtype=np.int64).ravel():
             births.append(flat[bi])
             deaths.append(arr.min())
-            bidx.append(bi)
+            bidx.append(rowmajor(bi))
             didx.append(int(np.argmin(arr)))
             ess.append(True)
     b, d, e = np.asarray(births), np.asarray(deaths), np.asarray(ess, dtype=bool)
@@ -397,10 +500,10 @@ def superlevel_persistence_batch(
 ) -> list[Diagram]:
     """:func:`superlevel_persistence` of every image of a batch.
 
-    With the union-find backend and at least 24 images, all images run in lockstep (one numpy step
-    per pixel rank for the whole batch); the diagrams are identical to the per-image ones. Measured
-    CPU time for 32 noisy 16x16 images: 17 ms vs 19 ms per image loop (dim 0), 30 ms vs 49 ms (dim
-    1); smaller batches go through the per-image loop, whose cost per pixel is lower.
+    With the union-find backend, at least 32 images and at most 24x24 pixels, all images run in
+    lockstep (one numpy step per pixel rank for the whole batch); the diagrams are identical to the
+    per-image ones. Larger images and smaller batches go through the per-image union-find, which is
+    faster there (figures at ``_LOCKSTEP_MIN_BATCH``).
 
     Parameters
     ----------
@@ -425,7 +528,8 @@ def superlevel_persistence_batch(
         raise ValueError(f"imgs must have at least one pixel, got shape {arr.shape}")
     if not np.isfinite(arr).all():
         raise ValueError("imgs must be finite, got NaN or inf values")
-    if backend == "unionfind" and arr.shape[0] >= _LOCKSTEP_MIN_BATCH:
+    lockstep = arr.shape[0] >= _LOCKSTEP_MIN_BATCH and arr.shape[1] * arr.shape[2] <= _LOCKSTEP_MAX_PIXELS
+    if backend == "unionfind" and lockstep:
         return _unionfind_batch(arr, dim, connectivity)
     return [superlevel_persistence(a, dim, connectivity, backend) for a in arr]
 
