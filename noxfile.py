@@ -26,6 +26,7 @@ TEST_DEPS = ["pytest>=8", "hypothesis>=6"]
 EXTRAS = {
     "packages/iclr25-llm": "packages/iclr25-llm[hf]",
     "packages/iclr25-generative": "packages/iclr25-generative[text,topo]",
+    "packages/iclr25-rl": "packages/iclr25-rl[openspiel]",
 }
 
 nox.options.sessions = ["lint", "tests", "tests_isolated", "cross", "build", "docs"]
