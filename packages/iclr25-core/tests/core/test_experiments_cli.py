@@ -235,3 +235,17 @@ def test_info_and_list_show_installed_cards(monkeypatch):
     assert code == 0 and json.loads(out)[0]["slug"] == "fixture_paper"
     code, _, err = run_cli("info", "nosuch")
     assert code == 2 and "fixture_paper" in err
+
+
+def test_versions_record_installed_figure_dependencies():
+    from importlib import metadata
+
+    found = experiments.versions()
+    for dist in experiments.FIGURE_DEPENDENCIES:
+        try:
+            expected = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            assert dist not in found
+        else:
+            assert found[dist] == expected
+    assert found["iclr25-core"] == metadata.version("iclr25-core")

@@ -197,10 +197,26 @@ def _plain(value: Any) -> Any:
     return value
 
 
+# Third-party distributions whose version can move a reproduction's figures (a MuJoCo release changes
+# HalfCheetah trajectories bit for bit, and ARS amplifies that into different returns): recorded when installed.
+FIGURE_DEPENDENCIES = (
+    "torch",
+    "numpy",
+    "scipy",
+    "mujoco",
+    "gymnasium",
+    "compressai",
+    "torch-geometric",
+    "torchsde",
+    "cvxpy",
+    "transformers",
+)
+
+
 def versions() -> dict[str, str]:
-    """Python, torch, numpy and every installed iclr25 distribution, for results.json."""
+    """Python, the installed :data:`FIGURE_DEPENDENCIES` and every installed iclr25 distribution, for results.json."""
     found = {"python": platform.python_version()}
-    for dist in ("torch", "numpy"):
+    for dist in FIGURE_DEPENDENCIES:
         with contextlib.suppress(metadata.PackageNotFoundError):
             found[dist] = metadata.version(dist)
     for dist in metadata.distributions():
