@@ -13,22 +13,21 @@ different returns on different releases.
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import tempfile
 from concurrent.futures import ProcessPoolExecutor
-from importlib import metadata
 
 import numpy as np
+
+from iclr25.core.experiments import versions
+from iclr25.core.io import save_json
 
 
 def _one(seed: int) -> dict[str, float]:
     import torch
 
     torch.set_num_threads(1)
-    from iclr25.rl.aihf.experiment import mujoco_seed
+    from iclr25.rl.aihf.experiment import HALFCHEETAH_EXPERT_ITERS, HALFCHEETAH_HORIZON, mujoco_seed
 
-    return {"seed": seed, **mujoco_seed(seed, horizon=200, expert_iters=60)}
+    return {"seed": seed, **mujoco_seed(seed, HALFCHEETAH_HORIZON, HALFCHEETAH_EXPERT_ITERS)}
 
 
 def _seeds(text: str) -> list[int]:
@@ -49,7 +48,7 @@ def main() -> None:
     args = ap.parse_args()
     with ProcessPoolExecutor(max_workers=args.jobs) as pool:
         rows = list(pool.map(_one, args.seeds))
-    vers = {d: metadata.version(d) for d in ("mujoco", "gymnasium")}
+    vers = {d: versions().get(d, "not installed") for d in ("mujoco", "gymnasium")}
     print(f"mujoco {vers['mujoco']}, gymnasium {vers['gymnasium']}")
     print(f"{'seed':>4} {'expert':>8} {'RLHF':>8} {'AIHF':>8}")
     for r in rows:
@@ -70,10 +69,7 @@ def main() -> None:
         f"/{len(diff)}; mean AIHF / mean expert {ratio:.2f}"
     )
     if args.json:
-        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(args.json)) or ".", suffix=".tmp")
-        with os.fdopen(fd, "w") as f:
-            json.dump({"rows": rows, "summary": summary}, f, indent=2)
-        os.replace(tmp, args.json)
+        save_json(args.json, {"rows": rows, "summary": summary})
 
 
 if __name__ == "__main__":

@@ -48,6 +48,7 @@ GAMMA, H, ITERS, L2 = 0.9, 30, 300, 1e-3
 REWARD_LR = 0.2
 REGIMES = ((20, 5), (20, 20), (2, 200))
 BUDGET_TOL = 0.15  # issue item 6: the two arms' environment-step budgets agree within 15 %
+HALFCHEETAH_HORIZON, HALFCHEETAH_EXPERT_ITERS, HALFCHEETAH_SEEDS = 200, 60, 3
 
 
 def _gridworld_seed(seed: int, n_demo: int, n_pref: int) -> dict[str, float]:
@@ -254,7 +255,7 @@ def run(quick: bool, device: Any, seed: int, out: Path) -> Outcome:
 
 def _mujoco(seed: int) -> dict[str, Any]:
     """Full-run HalfCheetah comparison (horizon 200, 60 expert iterations, 3 seeds) and its gate."""
-    horizon, expert_iters, n_seeds = 200, 60, 3
+    horizon, expert_iters, n_seeds = HALFCHEETAH_HORIZON, HALFCHEETAH_EXPERT_ITERS, HALFCHEETAH_SEEDS
     cheetah = [mujoco_seed(seed + k, horizon, expert_iters) for k in range(n_seeds)]
     mean = {k: float(np.mean([c[k] for c in cheetah])) for k in ("expert", "rlhf", "aihf")}
     wins = sum(c["aihf"] > c["rlhf"] for c in cheetah)
