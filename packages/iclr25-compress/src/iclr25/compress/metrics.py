@@ -210,7 +210,7 @@ def rd_point(model: torch.nn.Module, images: torch.Tensor, real_bitstream: bool 
         ``(B, 3, H, W)`` float in [0, 1].
     real_bitstream:
         Measure bpp from the bytes of ``compress`` and PSNR from ``decompress``; otherwise from the
-        likelihoods and the unclamped forward output.
+        likelihoods and the forward output clamped to [0, 1].
 
     Returns
     -------

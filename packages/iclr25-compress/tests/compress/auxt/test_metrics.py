@@ -51,15 +51,25 @@ def test_agrees_with_brute_force_integration(method):
     assert bd_psnr(R, D, rt, dt, method) == pytest.approx(_brute(ga, gt, lo, hi), abs=1e-4)
 
 
-def test_pchip_matches_scipy():
+@pytest.mark.parametrize(
+    "x,y",
+    [
+        (D, np.log(R).tolist()),
+        # steep last segment: the three-point end slope at x[0] turns negative and is set to 0
+        ([0.0, 1.0, 2.0, 3.0, 4.5], [0.0, 0.1, 1.0, 1.1, 3.0]),
+        # sign change next to the end: the end slope is clipped to 3·Δ₀
+        ([0.0, 1.0, 2.0, 3.5], [0.0, 1.0, -3.0, -2.0]),
+    ],
+)
+def test_pchip_matches_scipy(x, y):
     interpolate = pytest.importorskip("scipy.interpolate")
-    x = np.array(D)
-    y = np.log(R)
+    x, y = np.array(x), np.array(y)
     f, integral = fit_curve(x, y, "pchip")
     ref = interpolate.PchipInterpolator(x, y)
     t = np.linspace(x[0], x[-1], 1001)
     np.testing.assert_allclose(f(t), ref(t), atol=1e-12)
-    assert integral(28.0, 35.5) == pytest.approx(float(ref.integrate(28.0, 35.5)), abs=1e-12)
+    a, b = x[0] + 0.3 * (x[1] - x[0]), x[-1] - 0.2 * (x[-1] - x[-2])
+    assert integral(a, b) == pytest.approx(float(ref.integrate(a, b)), abs=1e-12)
 
 
 def test_cubic_matches_polyfit_integral():
@@ -83,5 +93,7 @@ def test_bad_input_raises():
         bd_rate([0.1, float("nan")], [28, 30], R, D)
     with pytest.raises(ValueError, match="at least 2"):
         bd_psnr([0.1], [28], R, D)
+    with pytest.raises(ValueError, match="NaN or inf"):  # a lossless point has PSNR = inf
+        bd_psnr(R, D, R, [*D[:-1], float("inf")])
     with pytest.raises(ValueError, match="method"):
         bd_rate(R, D, R, D, method="linear")

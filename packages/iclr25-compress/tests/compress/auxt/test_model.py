@@ -14,23 +14,27 @@ with warnings.catch_warnings():
 from iclr25.compress.auxt import AuxTModel, attach_auxt, rd_loss_with_ortho
 from iclr25.compress.metrics import rd_point
 
+# (class, args, g_a taps, g_s taps, H/W multiple): the strided convs (residual blocks for Cheng2020)
+# of g_a / g_s; the multiple is 2^4 times the hyper-analysis' extra factor 4 (16 without one).
 MODELS = [
-    (cm.FactorizedPrior, (16, 24)),
-    (cm.ScaleHyperprior, (16, 24)),
-    (cm.MeanScaleHyperprior, (16, 24)),
-    (cm.JointAutoregressiveHierarchicalPriors, (16, 24)),
-    (cm.Cheng2020Anchor, (16,)),
+    (cm.FactorizedPrior, (16, 24), [0, 2, 4, 6], [0, 2, 4, 6], 16),
+    (cm.ScaleHyperprior, (16, 24), [0, 2, 4, 6], [0, 2, 4, 6], 64),
+    (cm.MeanScaleHyperprior, (16, 24), [0, 2, 4, 6], [0, 2, 4, 6], 64),
+    (cm.JointAutoregressiveHierarchicalPriors, (16, 24), [0, 2, 4, 6], [0, 2, 4, 6], 64),
+    (cm.Cheng2020Anchor, (16,), [0, 2, 4, 6], [1, 3, 5, 7], 64),
 ]
 
 
-@pytest.mark.parametrize("cls,args", MODELS, ids=[c.__name__ for c, _ in MODELS])
-def test_taps_shapes_and_zeroed_shortcuts_reproduce_base(cls, args):
+@pytest.mark.parametrize("cls,args,enc_taps,dec_taps,multiple", MODELS, ids=[m[0].__name__ for m in MODELS])
+def test_taps_shapes_and_zeroed_shortcuts_reproduce_base(cls, args, enc_taps, dec_taps, multiple):
     torch.manual_seed(0)
     base = cls(*args).eval()
     ref = copy.deepcopy(base)
     net = attach_auxt(base).eval()
-    assert len(net.base.g_a.taps) == 4 and len(net.base.g_s.taps) == 4
-    assert net.enc_channels[0] == 3 and net.dec_channels[-1] == 3
+    assert net.base.g_a.taps == enc_taps and net.base.g_s.taps == dec_taps
+    n, m = args[0], args[-1]  # Cheng2020Anchor has M = N
+    assert net.enc_channels == [3, n, n, n, m] and net.dec_channels == [m, n, n, n, 3]
+    assert net.multiple == multiple
     x = torch.rand(1, 3, 64, 64, generator=torch.Generator().manual_seed(1))
     with torch.no_grad():
         for m in net.shortcuts:
@@ -118,6 +122,14 @@ def test_truncated_or_corrupted_bitstream_raises(coded):
         net.decompress([[bytes(bad)]], enc["shape"])
     with pytest.raises(ValueError, match="magic"):
         net.decompress([[b"XXXX" + s[4:]]], enc["shape"])
+    with pytest.raises(ValueError, match="older AuxT bitstream format"):
+        net.decompress([[b"AXT1" + s[4:]]], enc["shape"])
+    # A flipped bit in the stored height or width (bytes 12-19) would crop the image silently.
+    for pos in (15, 19):
+        bad = bytearray(s)
+        bad[pos] ^= 0x20  # 64 -> 96
+        with pytest.raises(ValueError, match="CRC"):
+            net.decompress([[bytes(bad)]], enc["shape"])
 
 
 def test_pad_round_trip(coded):
@@ -128,6 +140,61 @@ def test_pad_round_trip(coded):
     enc = net.compress(x, pad=True)
     assert net.decompress(enc["strings"], enc["shape"])["x_hat"].shape == x.shape
     assert net(x, pad=True)["x_hat"].shape == x.shape
+
+
+def test_hyperprior_bitstream_unchanged_and_round_trip():
+    torch.manual_seed(0)
+    base = cm.MeanScaleHyperprior(16, 24).eval()
+    ref = copy.deepcopy(base)
+    net = attach_auxt(base).eval()
+    ref.update(force=True)
+    net.update(force=True)
+    x = torch.rand(1, 3, 64, 64, generator=torch.Generator().manual_seed(4))
+    with torch.no_grad():
+        for m in net.shortcuts:
+            m.olp.weight.zero_()
+            m.olp.bias.zero_()
+    enc, enc_ref = net.compress(x), ref.compress(x)
+    # Zeroed shortcuts: both latents' payloads (behind the 20-byte header) are the base model's bytes.
+    assert len(enc["strings"]) == 2
+    assert [[s[20:] for s in g] for g in enc["strings"]] == enc_ref["strings"]
+    dec = net.decompress(enc["strings"], enc["shape"])
+    assert torch.equal(dec["x_hat"], ref.decompress(enc_ref["strings"], enc_ref["shape"])["x_hat"])
+    # Live shortcuts: the decoder reproduces the eval forward pass (same ŷ, ẑ), clamped.
+    with torch.no_grad():
+        for k, m in enumerate(net.shortcuts):
+            g = torch.Generator().manual_seed(10 + k)
+            m.olp.weight.copy_(torch.randn(m.olp.weight.shape, generator=g) * 0.1)
+        expect = net(x)["x_hat"].clamp(0, 1)
+    enc = net.compress(x)
+    torch.testing.assert_close(net.decompress(enc["strings"], enc["shape"])["x_hat"], expect, atol=1e-6, rtol=0)
+    with pytest.raises(ValueError, match="multiples of 64"):
+        net.compress(torch.rand(1, 3, 32, 32))
+
+
+def test_aux_loss_trains_only_quantiles():
+    # The ortho penalty belongs to the main loss; aux_loss is the base model's quantile loss only.
+    net = attach_auxt(cm.ScaleHyperprior(16, 24))
+    net.aux_loss().backward()
+    with_grad = {n for n, p in net.named_parameters() if p.grad is not None and p.grad.abs().sum() > 0}
+    assert with_grad and all(n.endswith(".quantiles") for n in with_grad)
+
+
+def test_rd_point_without_bitstream_uses_likelihoods():
+    torch.manual_seed(0)
+    net = attach_auxt(cm.FactorizedPrior(16, 24)).eval()
+    x = torch.rand(2, 3, 32, 32, generator=torch.Generator().manual_seed(5))
+    pt = rd_point(net, x, real_bitstream=False)
+    bpp, psnr = [], []
+    with torch.no_grad():
+        for i in range(2):
+            out = net(x[i : i + 1])
+            bpp.append(-sum(torch.log2(lk).sum() for lk in out["likelihoods"].values()) / (32 * 32))
+            mse = (out["x_hat"].clamp(0, 1) - x[i : i + 1]).pow(2).mean()
+            psnr.append(-10 * torch.log10(mse))
+    assert pt["bpp"] == pt["bpp_estimate"] == pytest.approx(float(sum(bpp) / 2), rel=1e-5)
+    assert pt["psnr"] == pytest.approx(float(sum(psnr) / 2), rel=1e-5)
+    assert pt["enc_s"] == pt["dec_s"] == 0.0
 
 
 @pytest.mark.parametrize(

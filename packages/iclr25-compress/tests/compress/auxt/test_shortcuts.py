@@ -124,3 +124,6 @@ def test_bad_construction_raises():
         WLS(3, 3, scale_init=(0.5, 0.5))
     with pytest.raises(ValueError, match=r"\(B, 3, H, W\)"):
         WLS(3, 4)(torch.zeros(1, 2, 4, 4))
+    for folded in (False, True):
+        with pytest.raises(ValueError, match="even"):
+            WLS(3, 4, folded=folded)(torch.zeros(1, 3, 4, 5))

@@ -40,9 +40,14 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-_MAGIC = b"AXT1"
-# magic, payload length, CRC-32 of the payload, original height, original width
+# AXT2: the CRC also covers the length and size fields (AXT1 checked the payload only).
+_MAGIC = b"AXT2"
+_OLD_MAGICS = (b"AXT1",)
+# magic, payload length, CRC-32, original height, original width
 _HEADER = struct.Struct(">4sIIII")
+# The CRC covers the length and size fields as well as the payload: a flipped bit in H or W would
+# otherwise crop the decoded image silently.
+_CHECKED = struct.Struct(">III")
 
 
 class AuxTransform(nn.Module):
@@ -335,8 +340,12 @@ class AuxTModel(nn.Module):
         return out
 
 
+def _crc(data: bytes, h: int, w: int) -> int:
+    return zlib.crc32(data, zlib.crc32(_CHECKED.pack(len(data), h, w)))
+
+
 def _frame(data: bytes, h: int, w: int) -> bytes:
-    return _HEADER.pack(_MAGIC, len(data), zlib.crc32(data), h, w) + data
+    return _HEADER.pack(_MAGIC, len(data), _crc(data, h, w), h, w) + data
 
 
 def _unframe(s: Any, name: str) -> tuple[bytes, tuple[int, int]]:
@@ -345,12 +354,17 @@ def _unframe(s: Any, name: str) -> tuple[bytes, tuple[int, int]]:
     if len(s) < _HEADER.size:
         raise ValueError(f"{name} is truncated: {len(s)} bytes, shorter than the {_HEADER.size}-byte header")
     magic, n, crc, h, w = _HEADER.unpack_from(s)
+    if magic in _OLD_MAGICS:
+        raise ValueError(
+            f"{name} was written by an older AuxT bitstream format ({magic!r}); re-encode it with this "
+            f"version, which writes {_MAGIC!r}"
+        )
     if magic != _MAGIC:
         raise ValueError(f"{name} is not an AuxT bitstream (magic {magic!r}, expected {_MAGIC!r})")
     data = bytes(s[_HEADER.size :])
     if len(data) != n:
         raise ValueError(f"{name} is truncated or padded: header says {n} payload bytes, got {len(data)}")
-    if zlib.crc32(data) != crc:
+    if _crc(data, h, w) != crc:
         raise ValueError(f"{name} is corrupted: CRC-32 mismatch")
     return data, (h, w)
 
