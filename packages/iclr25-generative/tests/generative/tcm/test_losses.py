@@ -145,20 +145,105 @@ def test_gaussian_exactness_stage2_recovers_true_consistency_function():
     assert float(rel.max()) < 0.03, rel.max()
 
 
+def _gaussian_one_step_std(w_boundary: float, steps: int, s: float = 1.0) -> float:
+    """Train the linear student of the Gaussian test by stage 2; return the 1-step sample std.
+
+    One-step samples are f(T z, T) = g(T) T z, i.e. N(0, (T g(T))^2 I) exactly.
+    """
+    torch.manual_seed(0)
+    tcm = TruncatedCM(LinearCM(), ExactGaussianCM(s), t_prime=1.0)
+    loss = TruncatedConsistencyLoss(ECTSchedule(double_every=1), t_prime=1.0, w_boundary=w_boundary)
+
+    def data(g):
+        return s * torch.randn(256, 16, generator=g, dtype=torch.float64)
+
+    train_truncated(tcm, data, steps, loss, start_step=20, lr=1e-1, grad_clip=None)
+    with torch.no_grad():
+        return float(80.0 * tcm.student.g(torch.tensor([80.0], dtype=torch.float64)))
+
+
+def test_boundary_loss_prevents_degenerate_solution():
+    """Collapse guard (issue item 3) on a Gaussian, where the 1-step law is known in closed form.
+
+    Without the boundary term any self-consistent function is a minimiser on [t', T], so nothing
+    ties the student to the data; with w_b = 0.1 the teacher's boundary pins it. For N(0, a^2 I)
+    vs N(0, s^2 I) in d dims, W2 = sqrt(d) |a - s| exactly; the issue's criteria are applied to it.
+    """
+    s, dim = 1.0, 16
+    a0, a1 = _gaussian_one_step_std(0.0, 200, s), _gaussian_one_step_std(0.1, 200, s)
+    w2_0, w2_1 = math.sqrt(dim) * abs(a0 - s), math.sqrt(dim) * abs(a1 - s)
+    collapsed = lambda a, w2: (a / s) ** 2 < 0.1 or w2 >= 3 * w2_1  # noqa: E731
+    assert collapsed(a0, w2_0), (a0, w2_0, w2_1)
+    assert (a1 / s) ** 2 >= 0.1 and abs(a1 - s) < 0.03 * s, a1  # within the 3 % of item 4
+
+
+def test_stage2_target_shares_dropout_mask_with_online_pass():
+    """Mixed target pass (teacher rows r < t', student rows r >= t') must reuse the online mask.
+
+    The student's output depends only on its dropout mask, so every consistency sample (target
+    from the student) must have distance 0; the boundary samples (target from a zero teacher) not.
+    """
+
+    class DropOnly(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.drop, self.w = nn.Dropout(0.5), nn.Parameter(torch.ones(()))
+
+        def forward(self, x, t, **_):
+            return self.w * self.drop(torch.ones_like(x))
+
+    class Zero(nn.Module):
+        def forward(self, x, t, **_):
+            return torch.zeros_like(x)
+
+    torch.manual_seed(0)
+    tcm = TruncatedCM(DropOnly(), Zero(), t_prime=1.0).train()
+    loss = TruncatedConsistencyLoss(ECTSchedule(double_every=1), t_prime=1.0)
+    t = torch.tensor([1.0, 3.0, 1.0, 5.0, 1.0, 10.0, 20.0, 40.0])
+    bnd = t == 1.0
+    out = loss(tcm, torch.randn(8, 16), 20, t=t, boundary=bnd)
+    assert bool((out["boundary"] == bnd).all())
+    per = out["per_sample"].detach()
+    assert float(per[~bnd].abs().max()) < 1e-6, per
+    assert bool((per[bnd] > 0).all())  # the boundary targets really came from the teacher
+
+
+def test_lognormal_ablation_law_and_range():
+    from scipy import stats
+
+    sched = ECTSchedule()
+    loss = TruncatedConsistencyLoss(sched, t_prime=1.0, boundary_prob=0.0, t_dist="lognormal", loc=0.5, scale=1.0)
+    t, b = loss.sample_t(5000, torch.Generator().manual_seed(0))
+    assert not bool(b.any()) and bool((t >= 1.0).all()) and bool((t <= 80.0).all())
+    law = stats.truncnorm((0.0 - 0.5) / 1.0, (math.log(80) - 0.5) / 1.0, loc=0.5, scale=1.0)
+    assert stats.kstest(t.log().numpy(), law.cdf).pvalue > 1e-3
+
+
 def test_bad_inputs():
     sched = ECTSchedule()
     with pytest.raises(ValueError, match="t_prime"):
         TruncatedConsistencyLoss(sched, t_prime=0.001)
     with pytest.raises(ValueError, match="t_prime"):
         TruncatedConsistencyLoss(sched, t_prime=80.0)
-    with pytest.raises(ValueError, match="boundary_prob"):
-        TruncatedConsistencyLoss(sched, boundary_prob=1.0)
+    for tp in (0.002, float("nan")):
+        with pytest.raises(ValueError, match="t_prime"):
+            TruncatedConsistencyLoss(sched, t_prime=tp)
+    for bp in (1.0, -0.1, float("nan")):
+        with pytest.raises(ValueError, match="boundary_prob"):
+            TruncatedConsistencyLoss(sched, boundary_prob=bp)
     with pytest.raises(ValueError, match="weighting"):
         ConsistencyTrainingLoss(sched, weighting="x")
     x0 = torch.zeros(4, 2)
     x0[0, 0] = float("nan")
     with pytest.raises(ValueError, match="x0"):
         ConsistencyTrainingLoss(sched)(Affine(1.0, 0.0), x0, 0)
+    tcm = TruncatedCM(Affine(1.0, 0.0), Affine(1.0, 0.0).requires_grad_(False), 1.0)
+    with pytest.raises(ValueError, match="x0"):
+        TruncatedConsistencyLoss(sched)(tcm, x0, 0)
+    with pytest.raises(ValueError, match="t_prime"):  # loss and model must agree on t'
+        TruncatedConsistencyLoss(sched, t_prime=2.0)(tcm, torch.zeros(4, 2), 0)
+    with pytest.raises(TypeError, match="TruncatedCM"):
+        TruncatedConsistencyLoss(sched)(Affine(1.0, 0.0), torch.zeros(4, 2), 0)
 
 
 def test_non_finite_loss_stops_with_step_and_leaves_model_untouched():

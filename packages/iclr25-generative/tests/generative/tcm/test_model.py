@@ -1,3 +1,4 @@
+import math
 import warnings
 
 import pytest
@@ -38,8 +39,14 @@ def test_routing_is_exact_and_teacher_gets_no_grad():
 
 def test_teacher_frozen_with_warning_and_kept_in_eval():
     teacher = nn.Sequential(nn.Dropout(0.5))
+    trainable = Lin(2.0)
     with pytest.warns(UserWarning, match="freezing"):
-        TruncatedCM(Lin(1.0), Lin(2.0), 1.0)
+        tcm = TruncatedCM(Lin(1.0), trainable, 1.0)
+    assert not any(p.requires_grad for p in trainable.parameters())
+    assert all(p.requires_grad for p in tcm.student.parameters())
+    with warnings.catch_warnings():  # an already frozen teacher is accepted silently
+        warnings.simplefilter("error")
+        TruncatedCM(Lin(1.0), Lin(2.0).requires_grad_(False), 1.0)
     tcm = TruncatedCM(Lin(1.0), teacher.requires_grad_(False), 1.0)
     tcm.train()
     assert tcm.student.training and not tcm.teacher.training
@@ -59,3 +66,35 @@ def test_sample_warns_below_t_prime():
     z = torch.randn(5, 2, generator=torch.Generator().manual_seed(3))
     x1 = consistency_sample(tcm, (5, 2), (80.0,), generator=torch.Generator().manual_seed(3))
     torch.testing.assert_close(x1, 3.0 * 80 * z + 80.0)
+
+
+class LabelLin(Lin):
+    """f(x, t, label) = a x + t + 10 label: the output shows which label row each sample got."""
+
+    def forward(self, x, t, label=None, **_):
+        return super().forward(x, t) + 10.0 * label[:, None]
+
+
+def test_routing_splits_per_sample_conditioning():
+    teacher = LabelLin(2.0).requires_grad_(False)
+    tcm = TruncatedCM(LabelLin(3.0), teacher, t_prime=1.0)
+    x = torch.randn(5, 2, generator=torch.Generator().manual_seed(1))
+    t = torch.tensor([0.5, 2.0, 0.1, 1.0, 30.0])
+    label = torch.tensor([1.0, 2.0, 3.0, 4.0, 5.0])
+    out = tcm(x, t, label=label)
+    a = torch.where(t >= 1.0, 3.0, 2.0)[:, None]
+    torch.testing.assert_close(out, a * x + t[:, None] + 10.0 * label[:, None])
+
+
+def test_two_step_sampling_closed_form_student_and_teacher():
+    """x1 = f(T z1, T); x = f(x1 + sqrt(t_mid^2 - eps^2) z2, t_mid) with the student iff t_mid >= t'."""
+    tcm, _ = _pair()  # student a = 3, teacher a = 2, both f = a x + t
+    for t_mid, a_mid in ((2.0, 3.0), (0.5, 2.0)):
+        g = torch.Generator().manual_seed(4)
+        z1, z2 = torch.randn(5, 2, generator=g), torch.randn(5, 2, generator=g)
+        x1 = 3.0 * 80.0 * z1 + 80.0
+        want = a_mid * (x1 + math.sqrt(t_mid**2 - 0.002**2) * z2) + t_mid
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            got = consistency_sample(tcm, (5, 2), (80.0, t_mid), generator=torch.Generator().manual_seed(4))
+        torch.testing.assert_close(got, want)

@@ -55,3 +55,7 @@ def test_bad_schedule_args():
         ECTSchedule(ratio_limit=1.0)
     with pytest.raises(ValueError, match="step"):
         ECTSchedule().ratio(-1)
+    with pytest.raises(ValueError, match="double_every"):
+        ECTSchedule(double_every=0)
+    with pytest.raises(TypeError, match="t"):
+        ECTSchedule().delta(1.0, 0)

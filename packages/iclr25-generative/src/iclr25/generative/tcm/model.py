@@ -30,7 +30,9 @@ class TruncatedCM(nn.Module):
     Notes
     -----
     Forward pass: x (B, ...), t scalar or (B,) > 0 -> (B, ...). Samples with exactly t = t' go to the
-    student (the boundary samples of stage 2).
+    student (the boundary samples of stage 2). In a mixed batch the student runs on the whole batch
+    (so its dropout mask matches an all-student pass, as in the official ``TCMPrecond``) and the
+    teacher only on the rows with t < t'.
     """
 
     def __init__(self, student: nn.Module, teacher: nn.Module, t_prime: float = 1.0) -> None:
@@ -70,9 +72,11 @@ class TruncatedCM(nn.Module):
             return {k: v[m] if isinstance(v, torch.Tensor) and v.dim() and v.shape[0] == x.shape[0] else v
                     for k, v in cond.items()}  # fmt: skip
 
-        out_s = self.student(x[use_student], s[use_student], **part(use_student))
+        # The student sees the whole batch (its rows with t < t' are discarded): a stochastic layer
+        # (dropout) then draws the same per-row mask as in the all-student online pass, which the
+        # stage-2 target pass relies on after rewinding the RNG. On a row subset, row i of the subset
+        # would get the mask of batch row i, not of its own row.
+        out_s = self.student(x, s, **cond)
         with torch.no_grad():
             out_t = self.teacher(x[~use_student], s[~use_student], **part(~use_student))
-        out = torch.empty(x.shape, device=x.device, dtype=out_s.dtype)
-        out = out.index_put((use_student.nonzero(as_tuple=True)[0],), out_s)
-        return out.index_put((((~use_student).nonzero(as_tuple=True)[0]),), out_t.to(out_s.dtype))
+        return out_s.index_put(((~use_student).nonzero(as_tuple=True)[0],), out_t.to(out_s.dtype))
