@@ -7,6 +7,7 @@ import torch
 from iclr25.generative.topodiffusion import (
     TopoCountLoss,
     TopoMatchLoss,
+    count_accuracy,
     critical_values,
     disk_masks,
     holed_masks,
@@ -93,6 +94,22 @@ def test_one_step_lowers_the_extra_blob(preserve):
     assert new[0, 0, 2:7, 2:7].max() >= img.detach()[0, 0, 2:7, 2:7].max()  # kept blobs do not shrink
 
 
+@pytest.mark.parametrize("preserve", ["bounded", "paper"])
+def test_descent_on_either_form_fixes_the_wrong_counts(preserve):
+    # projected gradient descent on the pixels of noisy masks: both forms share their minimisers on
+    # [-1, 1] (c dots at (1, -1), the rest on the diagonal), which have exactly c components at 0
+    masks, counts = disk_masks(32, size=12, counts=(1, 2, 3), radius=(1.0, 2.0), seed=0)
+    g = torch.Generator().manual_seed(0)
+    x = (0.6 * (masks * 2 - 1) + 0.6 * torch.randn(masks.shape, generator=g)).clamp(-1, 1)
+    loss = TopoCountLoss(preserve=preserve)
+    start = count_accuracy(x, counts)["accuracy"]
+    for _ in range(40):
+        x.requires_grad_(True)
+        (grad,) = torch.autograd.grad(loss(x, counts).sum(), x)
+        x = (x.detach() - 0.25 * grad).clamp(-1, 1)
+    assert start < 0.5 and count_accuracy(x, counts)["accuracy"] == 1.0
+
+
 @pytest.mark.parametrize("dims", [(0,), (1,), (0, 1)])
 @pytest.mark.parametrize("preserve", ["bounded", "paper"])
 def test_gradient_only_at_critical_pixels(dims, preserve):
@@ -144,6 +161,19 @@ def test_bad_input_and_edge_cases():
     v = loss(const, torch.tensor([1]))
     assert torch.isfinite(v).all() and abs(v.item() - 0.25) < 1e-12  # (1 - 0.5)^2, essential death -1
     v.sum().backward()
+    # the same through the batched (lockstep) persistence of >= 32 images; with c = 0 the one dot is
+    # pushed to the diagonal: (0.5 - (-1))^2
+    consts = torch.full((32, 1, 4, 4), 0.5)
+    assert torch.equal(loss(consts, torch.ones(32, dtype=torch.long)), torch.full((32,), 0.25))
+    assert torch.equal(loss(consts, torch.zeros(32, dtype=torch.long)), torch.full((32,), 2.25))
+    with pytest.raises(TypeError, match="x0_hat"):
+        loss(np.zeros((1, 1, 4, 4)), torch.tensor([1]))
+    with pytest.raises(ValueError, match="x0_hat"):
+        loss(torch.zeros(1, 1, 1, 4, 4), torch.tensor([1]))
+    with pytest.raises(TypeError, match="floating"):
+        loss(torch.zeros(1, 1, 4, 4, dtype=torch.long), torch.tensor([1]))
+    with pytest.raises(ValueError, match="connectivity"):
+        TopoCountLoss(connectivity=6)
 
 
 def test_match_loss():
@@ -159,6 +189,29 @@ def test_match_loss():
     assert torch.isfinite(pred.grad).all() and pred.grad.abs().sum() > 0
     with pytest.raises(ValueError, match="same shape"):
         m(pred, x0[:2])
+    with pytest.raises(ValueError, match="NaN"):
+        m(torch.full_like(x0, float("nan")), x0)
+    with pytest.raises(ValueError, match="dims"):
+        TopoMatchLoss(dims=(0, 0))
+    assert m(x0[:0], x0[:0]).shape == (0,)
+
+
+@pytest.mark.parametrize(("backend", "conn"), [("cripser", 4), ("gudhi", 4), ("gudhi", 8)])
+def test_count_loss_is_the_same_with_every_backend(backend, conn):
+    # distinct pixel values make every critical pixel unique, so each backend must give the same
+    # dots at the same pixels: equal losses and equal gradients, up to float64 summation order
+    pytest.importorskip(backend, reason=f"{backend} not installed (extra iclr25-generative[topo])")
+    g = torch.Generator().manual_seed(7)
+    x = torch.rand(6, 1, 12, 12, generator=g, dtype=torch.float64) * 2 - 1
+    counts = torch.randint(0, 4, (6, 2), generator=g)
+    a, b = x.clone().requires_grad_(True), x.clone().requires_grad_(True)
+    la = TopoCountLoss((0, 1), connectivity=conn)(a, counts)
+    lb = TopoCountLoss((0, 1), backend=backend, connectivity=conn)(b, counts)
+    tol = 144 * torch.finfo(torch.float64).eps
+    torch.testing.assert_close(la, lb, rtol=tol, atol=tol)
+    la.sum().backward()
+    lb.sum().backward()
+    torch.testing.assert_close(a.grad, b.grad, rtol=tol, atol=tol)
 
 
 def test_disk_masks_have_the_stated_count():

@@ -1,11 +1,14 @@
 """Union-find persistence against brute-force labelling, hand-made diagrams and optional libraries."""
 
+import sys
+
 import numpy as np
 import pytest
 import torch
 from scipy import ndimage
 
 from iclr25.generative.topodiffusion import (
+    TopoCountLoss,
     annulus_masks,
     betti_numbers,
     persistence,
@@ -199,19 +202,32 @@ def test_bad_input():
         superlevel_persistence(np.zeros((3, 3)), backend="ripser")
     with pytest.raises(TypeError, match="img"):
         superlevel_persistence([[0.0]])
+    with pytest.raises(ValueError, match="at least one pixel"):
+        superlevel_persistence(np.zeros((0, 3)))
+    # betti_numbers: one channel, at most 4 axes, no NaN
+    with pytest.raises(ValueError, match="one channel"):
+        betti_numbers(torch.zeros(2, 3, 4, 4))
+    with pytest.raises(ValueError, match="shape"):
+        betti_numbers(torch.zeros(1, 1, 1, 4, 4))
+    with pytest.raises(ValueError, match="NaN"):
+        betti_numbers(np.array([[0.0, np.nan]]))
+    with pytest.raises(ValueError, match="connectivity"):
+        betti_numbers(np.zeros((3, 3)), connectivity=6)
     const = superlevel_persistence(np.full((4, 4), 0.3))
     assert len(const) == 1 and const.essential[0] and len(superlevel_persistence(np.full((4, 4), 0.3), dim=1)) == 0
 
 
 @pytest.mark.parametrize("backend", ["cripser", "gudhi"])
-def test_missing_backend_names_the_extra(backend):
-    try:
-        __import__(backend)
-    except ImportError:
-        with pytest.raises(ImportError, match=r"iclr25-generative\[topo\]"):
-            superlevel_persistence(np.zeros((3, 3)), backend=backend)
-    else:
-        pytest.skip(f"{backend} is installed")
+def test_missing_backend_names_the_extra(backend, monkeypatch):
+    # a None entry in sys.modules makes `import <backend>` raise ImportError, so this runs (and can
+    # fail) whether or not the extra is installed
+    monkeypatch.setitem(sys.modules, backend, None)
+    with pytest.raises(ImportError, match=r"iclr25-generative\[topo\]"):
+        superlevel_persistence(np.zeros((3, 3)), backend=backend)
+    with pytest.raises(ImportError, match=r"iclr25-generative\[topo\]"):
+        superlevel_persistence_batch(np.zeros((2, 3, 3)), backend=backend)
+    with pytest.raises(ImportError, match=r"iclr25-generative\[topo\]"):
+        TopoCountLoss(backend=backend)(torch.zeros(1, 1, 3, 3), torch.tensor([1]))
 
 
 def _pairs(d):
@@ -221,13 +237,18 @@ def _pairs(d):
 @pytest.mark.parametrize(("backend", "conn"), [("cripser", 4), ("gudhi", 4), ("gudhi", 8)])
 def test_union_find_equals_library(backend, conn):
     pytest.importorskip(backend, reason=f"{backend} not installed (extra iclr25-generative[topo])")
+    if backend == "cripser":  # cripser has only the 4-connected construction: it must refuse 8
+        with pytest.raises(ValueError, match="4-connected"):
+            superlevel_persistence(np.zeros((3, 3)), connectivity=8, backend="cripser")
     rng = np.random.default_rng(7)
     for _ in range(200):
         img = rng.random((16, 16))
         for dim in (0, 1):
             ours = superlevel_persistence(img, dim=dim, connectivity=conn)
             theirs = superlevel_persistence(img, dim=dim, connectivity=conn, backend=backend)
-            assert np.allclose(np.array(_pairs(ours)), np.array(_pairs(theirs)), atol=1e-9)
+            # the same number of dots (no broadcasting of a 1-dot diagram) and each within 1e-9
+            assert len(ours) == len(theirs) and ours.essential.sum() == theirs.essential.sum()
+            np.testing.assert_allclose(np.array(_pairs(ours)), np.array(_pairs(theirs)), rtol=0, atol=1e-9)
 
 
 @pytest.mark.parametrize(("backend", "conn"), [("cripser", 4), ("gudhi", 4), ("gudhi", 8)])

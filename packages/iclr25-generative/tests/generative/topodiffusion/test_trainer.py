@@ -5,7 +5,7 @@ import torch
 
 from iclr25.generative.diffusion.nn import UNet2D
 from iclr25.generative.diffusion.schedules import VPSchedule
-from iclr25.generative.topodiffusion import TopoDiffusionTrainer, count_accuracy, disk_masks
+from iclr25.generative.topodiffusion import TopoCountLoss, TopoDiffusionTrainer, count_accuracy, disk_masks
 
 
 def _trainer(lam=0.05, **kw):
@@ -52,6 +52,21 @@ def test_bad_counts_and_masks():
         TopoDiffusionTrainer(UNet2D(1, 1, ch=8, ch_mult=(1,), num_classes=2), VPSchedule("cosine"), max_count=3)
     with pytest.raises(ValueError, match="lam"):
         _trainer(-1.0)
+    with pytest.raises(ValueError, match="t_max_frac"):
+        _trainer(t_max_frac=0.0)
+    with pytest.raises(ValueError, match="max_count"):
+        TopoDiffusionTrainer(UNet2D(1, 1, ch=8, ch_mult=(1,), num_classes=2), VPSchedule("cosine"), max_count=0)
+    with pytest.raises(ValueError, match="counts"):
+        tr.fit(masks, counts[:2], steps=1)  # one count per mask
+    with pytest.raises(ValueError, match="N = 0"):
+        tr.fit(masks[:0], counts[:0], steps=1)
+    with pytest.raises(TypeError, match="integer"):
+        tr.sample(torch.tensor([1.0]))
+    # the per-step loss is public too: a count outside [0, max_count] must not reach the embedding
+    x0 = masks * 2 - 1
+    for bad in (counts + 3, -counts):
+        with pytest.raises(ValueError, match=r"\[0, 3\]"):
+            tr.loss(x0, bad)
 
 
 def test_count_accuracy():
@@ -62,3 +77,78 @@ def test_count_accuracy():
     assert wrong["accuracy"] == 0.0 and wrong["mae"] == 1.0
     with pytest.raises(ValueError, match="entries"):
         count_accuracy(masks, counts[:3])
+    with pytest.raises(ValueError, match="dim"):
+        count_accuracy(masks, counts, dim=2)
+
+
+def test_count_accuracy_hits_against_brute_force():
+    # every third request is off by one: hits, per-count accuracy and MAE against a plain loop
+    masks, counts = disk_masks(60, seed=5)
+    req = counts.clone()
+    req[::3] += 1
+    acc = count_accuracy(masks * 2 - 1, req)
+    for c in set(req.tolist()):
+        idx = [i for i in range(60) if req[i] == c]
+        hits = sum(int(counts[i]) == c for i in idx)
+        assert acc["hits"][c] == hits and acc["totals"][c] == len(idx) and acc["per_count"][c] == hits / len(idx)
+    assert acc["accuracy"] == 40 / 60
+    assert acc["mae"] == pytest.approx(20 / 60, rel=torch.finfo(torch.float32).eps)  # an exact sum, one rounding
+    assert acc["betti"] == counts.tolist()
+    # the evaluation labels 4-connected components by default: a diagonal pair is two of them
+    diag = torch.tensor([[1.0, -1.0], [-1.0, 1.0]])[None, None]
+    assert count_accuracy(diag, [2])["accuracy"] == 1.0
+    assert count_accuracy(diag, [1], connectivity=8)["accuracy"] == 1.0
+
+
+class _LinearEps(torch.nn.Module):
+    """eps_theta(x_t) = s * x_t: a known network, so the loss can be written out by hand; records labels."""
+
+    def __init__(self):
+        super().__init__()
+        self.s = torch.nn.Parameter(torch.tensor(0.5))
+        self.labels = []
+
+    def forward(self, x, t, class_labels=None):
+        self.labels.append(class_labels.clone())
+        return self.s * x
+
+
+@pytest.mark.parametrize("gamma", [None, 5.0])
+def test_loss_is_simple_plus_lambda_topo_below_half_t(gamma):
+    # L = ||eps - eps_theta||^2 + lam * w(t) * 1[t < T/2] * L_top(clamp(x0_hat, -1, 1), c), per image
+    sched = VPSchedule("cosine", T=1000)
+    net = _LinearEps()
+    tr = TopoDiffusionTrainer(net, sched, max_count=5, min_snr_gamma=gamma)  # lam 0.05, t_max_frac 0.5
+    masks, counts = disk_masks(48, size=12, counts=(1, 2, 3), radius=(1.0, 2.0), seed=3)
+    x0 = masks * 2 - 1
+    got = tr.loss(x0, counts, torch.Generator().manual_seed(0))
+    assert torch.equal(net.labels[-1], counts)  # conditioned on the requested count
+    # the same draws, in the trainer's order: t, then eps
+    g = torch.Generator().manual_seed(0)
+    t = torch.randint(0, 1000, (48,), generator=g)
+    eps = torch.randn(x0.shape, generator=g)
+    ab = sched.alphas_cumprod[t].float().view(-1, 1, 1, 1)
+    x_t = ab.sqrt() * x0 + (1 - ab).sqrt() * eps
+    eps_hat = 0.5 * x_t
+    simple = (eps_hat - eps).pow(2).mean((1, 2, 3))
+    x0_hat = ((x_t - (1 - ab).sqrt() * eps_hat) / ab.sqrt()).clamp(-1, 1)
+    topo = TopoCountLoss()(x0_hat, counts)
+    snr = ab.flatten() / (1 - ab.flatten())
+    w = torch.ones(48) if gamma is None else snr.clamp(max=gamma) / snr
+    low = t < 500
+    assert low.any() and (~low).any() and (topo[low] > 0).any()  # both branches are exercised
+    want = simple + 0.05 * w * low * topo
+    # identical float32 operations up to summation order: relative error <= (pixels per image) * eps
+    tol = 144 * torch.finfo(torch.float32).eps
+    torch.testing.assert_close(got, want, rtol=tol, atol=tol)
+    assert tr.history["topo"][-1] == pytest.approx(float((w * topo)[low].mean()), rel=tol)
+
+
+def test_labels_and_sampling_are_conditioned_on_the_counts():
+    net = _LinearEps()
+    tr = TopoDiffusionTrainer(net, VPSchedule("cosine", T=1000), max_count=3, dims=(0, 1))
+    c = torch.tensor([[2, 3], [0, 1], [3, 0]])
+    assert tr.labels(c).tolist() == [2 * 4 + 3, 0 * 4 + 1, 3 * 4 + 0]  # c0 * (max_count + 1) + c1
+    x = tr.sample(c, steps=4, generator=torch.Generator().manual_seed(0), size=6)
+    assert x.shape == (3, 1, 6, 6) and len(net.labels) == 4
+    assert all(torch.equal(lab, tr.labels(c)) for lab in net.labels)

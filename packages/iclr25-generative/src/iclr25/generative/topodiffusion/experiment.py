@@ -135,11 +135,14 @@ def run(quick: bool, device: torch.device, seed: int, out: Path) -> Outcome:
     hits_t = {c: sum(r["tdn"]["hits"][c] for r in runs.values()) for c in COUNTS}
     hits_b = {c: sum(r["adm_t"]["hits"][c] for r in runs.values()) for c in COUNTS}
     better = sum(hits_t[c] > hits_b[c] for c in COUNTS)
+    # the gates on exact integer hits (every seed scores n_samples masks): in floats an exact
+    # +5 points can fall short, e.g. 150/300 - 135/300 = 0.04999999999999999
+    gain_hits = sum(hits_t.values()) - sum(hits_b.values())
     if quick:
-        holds = acc_t >= acc_b
+        holds = gain_hits >= 0
         note = f"quick: lambda={LAM} not below lambda=0 at {steps} steps, {n_samples} samples"
     else:
-        holds = acc_t - acc_b >= 0.05 and better >= 4
+        holds = 20 * gain_hits >= n_samples * len(seeds) and better >= 4  # >= 5 points
         note = f"+{100 * (acc_t - acc_b):.1f} points over {len(seeds)} seeds (need >= 5), better in {better}/5 counts"
     first = [r["tdn"]["topo_loss_first"] for r in runs.values()]
     last = [r["tdn"]["topo_loss_last"] for r in runs.values()]

@@ -98,8 +98,11 @@ class TopoDiffusionTrainer:
         return lab
 
     def loss(self, x0: torch.Tensor, counts: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
-        """Per-sample training loss, (B,), for masks x0 (B, 1, H, W) in [-1, 1] and counts (B, len(dims))."""
+        """Per-sample training loss, (B,), for masks x0 (B, 1, H, W) in [-1, 1] and counts (B,) or (B, len(dims))."""
         b = x0.shape[0]
+        # a count outside [0, max_count] would index past the label embedding (IndexError on CPU, a
+        # device-side assert on CUDA); refuse it here with the range, as fit and sample do
+        counts = _check_counts(counts, self.max_count, len(self.dims), b).to(x0.device)
         T = self.schedule.T
         t = torch.randint(0, T, (b,), generator=generator, device=x0.device)
         ab = self.schedule.alphas_cumprod.to(x0.device)[t].to(x0.dtype)
