@@ -19,6 +19,18 @@ def test_word_tokenizer_top_words_and_unk(tmp_path):
     assert WordTokenizer.load(tmp_path / "v.json").itos == tok.itos
 
 
+def test_word_tokenizer_decode_and_bad_vocab():
+    tok = WordTokenizer.train(["to be, or not to be"], vocab_size=5)
+    ids = tok.encode("to be or not")
+    # Vocabulary: be, to (twice each), then "," and "not" (ties broken alphabetically); "or" is <unk>.
+    assert tok.decode(ids) == tok.decode(ids.tolist()) == "to be <unk> not"
+    assert tok.decode(tok.encode("be, to be")) == "be , to be"  # in-vocabulary pieces round-trip
+    with pytest.raises(ValueError, match="distinct"):
+        WordTokenizer(["a", "a"])
+    with pytest.raises(ValueError, match="vocab_size"):
+        WordTokenizer.train(["a"], vocab_size=1)
+
+
 def test_sample_passages_distinct_windows():
     docs = {"a": torch.arange(100), "b": torch.arange(1000, 1050)}
     p = sample_passages(docs, 10, 10, seed=0)

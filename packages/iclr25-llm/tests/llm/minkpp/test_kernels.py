@@ -39,8 +39,67 @@ def test_kernel_matches_reference_interpreter():
     _check("cpu")
 
 
+def _multi_block_inputs():
+    # V = 9000 > 4096 (the kernel's largest block): three blocks per row, so the online rescaling
+    # of Z, A and B between blocks is exercised (at V = 1000 the whole row fits in one block).
+    V = 9000
+    g = torch.Generator().manual_seed(1)
+    logits = 2 * torch.randn(6, V, generator=g)
+    logits[1] += torch.linspace(-6.0, 6.0, V)  # maximum grows block by block: every step rescales
+    logits[2] += torch.linspace(6.0, -6.0, V)  # maximum in the first block: later shifts are 0
+    logits[3, :4096] = -float("inf")  # an all-masked first block, then a finite maximum
+    logits[4, :5000] = -float("inf")  # masked first block and a partly masked second one
+    logits[4, 8999] = 40.0  # near-degenerate, its mass in the last block
+    logits[5, 5000] = 40.0  # near-degenerate, its mass in the middle block
+    targets = torch.randint(0, V, (6,), generator=g)
+    targets[3:5] = 8000  # finite logits
+    return logits, targets
+
+
+def _check_multi_block(device):
+    from iclr25.llm.minkpp.kernels import token_stats_triton
+
+    logits, targets = _multi_block_inputs()
+    got = [t.cpu() for t in token_stats_triton(logits.to(device), targets.to(device))]
+    ref = token_stats_reference(logits, targets)
+    for a, b, name in zip(got, ref, ("ell", "mu", "var"), strict=True):
+        torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5, msg=name)
+
+
+@pytest.mark.triton
+def test_kernel_online_rescaling_across_vocabulary_blocks_interpreter():
+    _check_multi_block("cpu")
+
+
+def _check_strided_views(device):
+    # The scorer passes logits[:, :-1] of a (B, T, V) tensor: rows that cannot be flattened without a
+    # copy, which the kernel reads in place through two strides. Also a transposed (T, B, V) view and
+    # 1-D / empty inputs.
+    from iclr25.llm.minkpp.kernels import token_stats_triton
+
+    logits, targets = _inputs()
+    for z, t in (
+        (logits[:, :-1], targets[:, 1:]),
+        (logits.transpose(0, 1), targets.transpose(0, 1)),
+        (logits[1, 2], targets[1, 2]),
+        (logits[:, :0], targets[:, :0]),
+    ):
+        got = [g.cpu() for g in token_stats_triton(z.to(device), t.to(device))]
+        ref = token_stats_reference(z, t)
+        for a, b, name in zip(got, ref, ("ell", "mu", "var"), strict=True):
+            assert a.shape == b.shape == z.shape[:-1], name
+            torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5, msg=name)
+
+
+@pytest.mark.triton
+def test_kernel_reads_strided_views_in_place_interpreter():
+    _check_strided_views("cpu")
+
+
 @pytest.mark.gpu
 def test_kernel_matches_reference_cuda():
     if not torch.cuda.is_available():
         pytest.skip("no CUDA device")
     _check("cuda")
+    _check_multi_block("cuda")
+    _check_strided_views("cuda")

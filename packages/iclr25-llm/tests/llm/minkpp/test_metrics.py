@@ -1,11 +1,14 @@
 """AUROC/FPR95/TPR05 against sklearn and a hand-computed ROC; evaluate_mia end to end."""
 
+from statistics import NormalDist
+
 import numpy as np
 import pytest
 import torch
 
 from iclr25.llm.lm import ByteTokenizer, TinyLlama, TinyLlamaConfig
 from iclr25.llm.minkpp import MIAResult, evaluate_mia, mia_metrics, roc_curve
+from iclr25.llm.minkpp.metrics import _bootstrap
 
 
 def test_auroc_equals_sklearn_with_ties():
@@ -35,6 +38,29 @@ def test_fpr95_tpr05_on_hand_roc():
     assert m["auroc"] == pytest.approx(21 / 25)
 
 
+@pytest.mark.parametrize("level", [0.95, 0.8])
+def test_bootstrap_interval_width_matches_exact_bootstrap_variance(level):
+    # AUROC is the two-sample U-statistic (1/mn) Σ psi(x_i, y_j), psi = 1[x > y] + ½ 1[x = y]. Under
+    # stratified resampling (m members, n non-members, with replacement) its variance is exactly
+    #   (Var psi + (n − 1) Var_i psi(x_i, ·) + (m − 1) Var_j psi(·, y_j)) / (mn)
+    # (empirical variances, ddof 0). The percentile interval of a near-normal statistic spans
+    # 2 z sd; the Monte Carlo error of that width from B replicates is what the tolerance allows.
+    rng = np.random.default_rng(0)
+    m = n = 100
+    x, y = rng.normal(1.0, 1.0, m), rng.normal(0.0, 1.0, n)
+    psi = (x[:, None] > y[None]) + 0.5 * (x[:, None] == y[None])
+    sd = np.sqrt((psi.var() + (n - 1) * psi.mean(1).var() + (m - 1) * psi.mean(0).var()) / (m * n))
+    B = 2000
+    ci = _bootstrap(np.r_[x, y], np.r_[np.ones(m, int), np.zeros(n, int)], B, np.random.default_rng(1), level)
+    lo, hi = ci["auroc_ci"]
+    assert lo < psi.mean() < hi
+    z, q = NormalDist().inv_cdf((1 + level) / 2), (1 - level) / 2
+    # Relative standard error of the width: sqrt(2 q(1−q)/B) / (phi(z) · 2z), each end a sample quantile.
+    mc_rel = np.sqrt(2 * q * (1 - q) / B) / NormalDist().pdf(z) / (2 * z)
+    assert (hi - lo) == pytest.approx(2 * z * sd, rel=4 * mc_rel)
+    assert set(ci) == {"auroc_ci", "fpr95_ci", "tpr05_ci"}
+
+
 @pytest.mark.parametrize(
     ("labels", "match"), [([1, 1, 1, 1], "both classes"), ([0, 1, 2, 1], "binary"), ([0, 1, 0], "equal length")]
 )
@@ -57,6 +83,7 @@ def test_evaluate_mia_runs_and_matches_metrics():
         lo, hi = m["auroc_ci"]
         assert 0.0 <= lo <= hi <= 1.0
     assert "mink++@0.2" in res.table()
+    assert res.auroc("mink++@0.2") == res.metrics["mink++@0.2"]["auroc"]
     with pytest.raises(ValueError, match="at least 2"):
         evaluate_mia(model, tok, ["x", "abc"], [1, 0], n_bootstrap=0)
     with pytest.raises(ValueError, match="at least 2"):
@@ -65,3 +92,33 @@ def test_evaluate_mia_runs_and_matches_metrics():
         evaluate_mia(model, tok, ["ab", "abc"], [1, 1], n_bootstrap=0)
     with pytest.raises(ValueError, match="methods"):
         evaluate_mia(model, tok, ["ab", "abc"], [1, 0], methods=("minkpp",))
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"labels": [0, 2, 1]}, "binary"),
+        ({"labels": [0, 0, 0]}, "both classes"),
+        ({"ks": (0.2, 0.0)}, "k must"),
+        ({"ks": (1.5,)}, "k must"),
+        ({"max_length": -1}, "max_length"),
+        ({"max_length": 1}, "max_length"),
+    ],
+)
+def test_evaluate_mia_bad_input_raises(kwargs, match):
+    torch.manual_seed(0)
+    model = TinyLlama(TinyLlamaConfig.preset("pico", vocab_size=256, max_seq_len=64))
+    args = {"texts": ["ab", "abc", "cd"], "labels": [0, 1, 1], "n_bootstrap": 0} | kwargs
+    texts, labels = args.pop("texts"), args.pop("labels")
+    with pytest.raises(ValueError, match=match):
+        evaluate_mia(model, ByteTokenizer(), texts, labels, **args)
+
+
+def test_evaluate_mia_max_length_truncates():
+    torch.manual_seed(0)
+    model = TinyLlama(TinyLlamaConfig.preset("pico", vocab_size=256, max_seq_len=64))
+    tok = ByteTokenizer()
+    texts, labels = ["to be or not", "that is the"], [1, 0]
+    cut = evaluate_mia(model, tok, texts, labels, methods=("loss",), max_length=4, n_bootstrap=0)
+    short = evaluate_mia(model, tok, [t[:4] for t in texts], labels, methods=("loss",), n_bootstrap=0)
+    np.testing.assert_allclose(cut.scores["loss"], short.scores["loss"], rtol=1e-6)

@@ -48,6 +48,20 @@ def test_token_stats_equal_float64_brute_force():
         torch.testing.assert_close(got.double(), ref[..., i], atol=1e-5, rtol=1e-5)
 
 
+def test_half_precision_logits_are_accumulated_in_float32():
+    # bf16 logits are exact in float64, so the brute force on the same values is the target; a
+    # log-softmax in bf16 itself would be off by ~2^-8 relative (about 1e-2 here), fp32 by ~1e-6.
+    g = torch.Generator().manual_seed(5)
+    logits = (3 * torch.randn(2, 6, 40, generator=g)).bfloat16()
+    targets = torch.randint(0, 40, (2, 6), generator=g)
+    ref = _brute(logits.double(), targets)
+    for backend in ("auto", "reference"):
+        got = token_stats(logits, targets, backend=backend)
+        for x, i in zip(got, range(3), strict=True):
+            assert x.dtype == torch.float32
+            torch.testing.assert_close(x.double(), ref[..., i], atol=1e-5, rtol=1e-5)
+
+
 def test_scores_invariant_to_constant_logit_shift():
     g = torch.Generator().manual_seed(1)
     logits = torch.randn(2, 7, 30, generator=g)
@@ -154,9 +168,25 @@ def test_degenerate_distribution_uses_sigma_floor():
     targets = torch.tensor([[2, 0, 1]])
     ell, mu, sigma = token_stats(logits, targets)
     assert (sigma >= SIGMA_FLOOR).all()
+    # Uniform row: sigma = 0; one-hot row: sigma ~ sqrt(3 e^-100) · 100 ~ 1e-20. Both sit exactly on
+    # the floor (a floor on sigma², or none, would not).
+    assert bool((sigma[0, :2] == torch.tensor(SIGMA_FLOOR, dtype=torch.float32)).all())
     s = (ell - mu) / sigma
     assert torch.isfinite(ell[:, :2]).all() and torch.isfinite(s[:, :2]).all()
     assert torch.isfinite(mu).all() and torch.isfinite(sigma).all()
+
+
+def test_degenerate_model_distributions_give_finite_scores():
+    # Token 0 is always followed by 0 (p = 1: logits 0, -inf, -inf), token 1 by a uniform draw:
+    # every prediction has sigma = 0 and goes through the floor; no score may be NaN or inf.
+    model = _Fixed([[1.0, 0.0, 0.0], [1 / 3, 1 / 3, 1 / 3], [1 / 3, 1 / 3, 1 / 3]])
+    ids = torch.tensor([[1, 0, 0, 0, 0], [2, 1, 2, 0, 0]])
+    out = score_all(model, ids, texts=["a", "b"], ks=(0.2, 0.5, 1.0))
+    for name, v in out.items():
+        assert torch.isfinite(v).all(), name
+    # Each s_t is 0 up to the rounding of mu (a few ulp of log 3) over the floor.
+    ulps = 8 * torch.finfo(torch.float32).eps * math.log(3)
+    assert out["mink++@1"].abs().max().item() <= ulps / SIGMA_FLOOR
 
 
 @pytest.mark.parametrize("k", [0.0, -0.1, 1.5, float("nan"), True])
@@ -165,8 +195,25 @@ def test_bad_k_raises(k):
         mink_pp_scores(_model(), torch.zeros(1, 4, dtype=torch.long), k=k)
 
 
+@pytest.mark.parametrize("k", [0.0, 1.5, float("nan")])
+@pytest.mark.parametrize("fn", ["mink_scores", "score_all", "min_k_mean"])
+def test_bad_k_raises_everywhere(fn, k):
+    model, ids = _model(), torch.zeros(1, 4, dtype=torch.long)
+    call = {
+        "mink_scores": lambda: mink_scores(model, ids, k=k),
+        "score_all": lambda: score_all(model, ids, methods=("mink++",), ks=(0.2, k)),
+        "min_k_mean": lambda: min_k_mean(torch.zeros(1, 3), None, k),
+    }[fn]
+    with pytest.raises(ValueError, match="k must"):
+        call()
+
+
 def test_single_token_and_empty_raise():
     model = _model()
+    with pytest.raises(ValueError, match="at least 2 tokens"):
+        mink_pp_scores(model, torch.zeros(1, 0, dtype=torch.long))
+    with pytest.raises(ValueError, match="at least 2 tokens"):
+        loss_scores(model, torch.zeros(2, 5, dtype=torch.long), torch.tensor([[1, 1, 0, 0, 0], [0, 0, 0, 0, 0]]))
     with pytest.raises(ValueError, match="at least 2 tokens"):
         mink_pp_scores(model, torch.zeros(1, 1, dtype=torch.long))
     with pytest.raises(ValueError, match="at least 2 tokens"):
@@ -182,9 +229,41 @@ def test_nan_logits_raise_floating_point_error():
         token_stats(logits, torch.zeros(1, 3, dtype=torch.long))
 
 
+@pytest.mark.parametrize("bad", [float("nan"), float("inf")])
+def test_nan_logits_from_a_model_raise_floating_point_error(bad):
+    class Broken(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = torch.nn.Parameter(torch.zeros(()))
+
+        def forward(self, ids):
+            logits = torch.zeros(*ids.shape, 5)
+            logits[0, 1, 3] = bad
+            return logits
+
+    with pytest.raises(FloatingPointError):
+        mink_pp_scores(Broken(), torch.zeros(1, 4, dtype=torch.long))
+
+
 def test_shape_mismatch_raises():
     with pytest.raises(ValueError, match="targets must have shape"):
         token_stats(torch.zeros(2, 3, 5), torch.zeros(2, 4, dtype=torch.long))
+    with pytest.raises(ValueError, match="targets must lie in"):
+        token_stats(torch.zeros(2, 3, 5), torch.full((2, 3), 5))
+
+
+def test_bad_batch_arguments_raise():
+    model, ids = _model(), torch.zeros(2, 4, dtype=torch.long)
+    with pytest.raises(ValueError, match="attention_mask must have"):
+        mink_pp_scores(model, ids, torch.ones(2, 3, dtype=torch.long))  # never broadcast
+    with pytest.raises(ValueError, match="only 0 and 1"):
+        mink_pp_scores(model, ids, torch.full((2, 4), 2))
+    with pytest.raises(TypeError, match="integer"):
+        mink_pp_scores(model, ids.float())
+    with pytest.raises(ValueError, match="one entry per row"):
+        zlib_scores(model, ids, ["only one"])
+    with pytest.raises(ValueError, match="needs texts"):
+        score_all(model, ids, methods=("zlib",))
 
 
 def _official_run_py_scores(model, ids, ratios):

@@ -28,9 +28,11 @@ if triton_available():
     import triton.language as tl
 
     @triton.jit
-    def _token_stats_kernel(z_ptr, t_ptr, ell_ptr, mu_ptr, var_ptr, V, stride_row, BLOCK_V: tl.constexpr):
-        row = tl.program_id(0)
-        base = z_ptr + row.to(tl.int64) * stride_row
+    def _token_stats_kernel(
+        z_ptr, t_ptr, ell_ptr, mu_ptr, var_ptr, V, T, stride_outer, stride_inner, BLOCK_V: tl.constexpr
+    ):
+        row = tl.program_id(0).to(tl.int64)
+        base = z_ptr + (row // T) * stride_outer + (row % T) * stride_inner
         cols = tl.arange(0, BLOCK_V)
         m = -float("inf")
         Z = 0.0
@@ -77,13 +79,18 @@ def token_stats_triton(logits: torch.Tensor, targets: torch.Tensor) -> tuple[tor
         raise RuntimeError("triton is not installed (pip install 'iclr25-core[triton]')")
     V = logits.shape[-1]
     lead = logits.shape[:-1]
-    z = logits.reshape(-1, V)
+    # Rows are addressed as (outer, inner) with two strides, so the shifted view logits[:, :-1] of a
+    # (B, T, V) tensor is read in place: flattening it to (B·(T−1), V) would copy all of it.
+    inner = lead[-1] if lead else 1
+    if logits.numel() == 0:
+        return tuple(torch.empty(lead, device=logits.device, dtype=torch.float32) for _ in range(3))
+    z = logits.reshape(-1, inner, V)
     if z.stride(-1) != 1:
         z = z.contiguous()
     t = targets.reshape(-1).to(device=z.device, dtype=torch.int64).contiguous()
-    rows = z.shape[0]
+    rows = z.shape[0] * inner
     out = [torch.empty(rows, device=z.device, dtype=torch.float32) for _ in range(3)]
     if rows:
         block = min(4096, triton.next_power_of_2(V))
-        _token_stats_kernel[(rows,)](z, t, *out, V, z.stride(0), BLOCK_V=block)
+        _token_stats_kernel[(rows,)](z, t, *out, V, inner, z.stride(0), z.stride(1), BLOCK_V=block)
     return tuple(o.reshape(lead) for o in out)

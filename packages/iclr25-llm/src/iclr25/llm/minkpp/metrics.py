@@ -185,7 +185,8 @@ def evaluate_mia(
     Raises
     ------
     ValueError
-        Empty text or a text of one token, labels that are not 0/1 or of one class, bad ``k``.
+        Empty text or a text of one token, labels that are not 0/1 or of one class, bad ``k``,
+        ``max_length`` below 2.
     """
     methods = _check_methods(methods)
     ks = tuple(_check_k(k) for k in ks)
@@ -197,6 +198,10 @@ def evaluate_mia(
         raise ValueError(f"n_bootstrap must be a non-negative int; got {n_bootstrap!r}")
     if not 0.0 < ci_level < 1.0:
         raise ValueError(f"ci_level must be in (0, 1); got {ci_level}")
+    # A negative max_length would slice from the end (silently dropping tokens), 0 or 1 leaves no
+    # next-token prediction: refuse both here rather than per text.
+    if max_length is not None and (isinstance(max_length, bool) or not isinstance(max_length, int) or max_length < 2):
+        raise ValueError(f"max_length must be None or an int >= 2; got {max_length!r}")
     y = np.asarray(labels)
     if not np.isin(y, (0, 1)).all() or len(np.unique(y)) < 2:
         raise ValueError(f"labels must be binary 0/1 with both classes present; got values {sorted(set(y.tolist()))}")

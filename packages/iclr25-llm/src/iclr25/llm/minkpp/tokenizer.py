@@ -37,7 +37,7 @@ class WordTokenizer:
     --------
     >>> tok = WordTokenizer.train(["to be, or not to be"], vocab_size=5)
     >>> tok.decode(tok.encode("to be or not"))
-    'to be <unk> <unk>'
+    'to be <unk> not'
     """
 
     def __init__(self, vocab: Sequence[str], lowercase: bool = False) -> None:
