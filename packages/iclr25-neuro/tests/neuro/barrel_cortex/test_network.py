@@ -1,5 +1,7 @@
 """Acceptance item 3 (vectorized network vs per-population NumPy reference) and bad input."""
 
+import math
+
 import numpy as np
 import pytest
 import torch
@@ -130,3 +132,102 @@ def test_rates_allowed_empty_batch_and_input_untouched():
     assert scores.shape == (0, 3) and spikes.shape == (0, 4, m.n_neurons)
     with pytest.raises(ValueError, match="scale"):
         BarrelCortexRSNN(scale=-1.0)
+
+
+def test_readout_losses_closed_form():
+    scores = torch.tensor([[0.5, 0.3, 0.1], [0.2, 0.2, 0.5]], dtype=torch.float64)
+    y = torch.tensor([0, 2])
+    # official: cross-entropy with the averaged probabilities used as logits (RSNN_bfd)
+    official = -(scores[[0, 1], y] - torch.logsumexp(scores, 1)).mean()
+    nll = -torch.log(scores[[0, 1], y]).mean()
+    m_off = BarrelCortexRSNN(scale=0.05, readout="official")
+    m_nll = BarrelCortexRSNN(scale=0.05, readout="nll_mean_prob")
+    torch.testing.assert_close(m_off.loss(scores, y), official, rtol=1e-12, atol=0)
+    torch.testing.assert_close(m_nll.loss(scores, y), nll, rtol=1e-12, atol=0)
+
+
+def test_param_groups_give_each_time_constant_its_rate():
+    m = BarrelCortexRSNN(scale=0.05)
+    rest, adp, mem = m.param_groups(0.008)
+    ids = [{id(p) for p in g["params"]} for g in (rest, adp, mem)]
+    assert ids[1] == {id(m.cortex.tau_adp), id(m.tau_adp_thal)} and adp["lr"] == pytest.approx(5 * 0.008)
+    assert ids[2] == {id(m.cortex.tau_m), id(m.tau_m_thal)} and mem["lr"] == pytest.approx(2 * 0.008)
+    assert id(m.cortex.weight) in ids[0] and id(m.fc_out.weight) in ids[0] and rest["lr"] == 0.008
+    assert not (ids[0] & (ids[1] | ids[2]))
+    with pytest.raises(ValueError, match="lr"):
+        m.param_groups(0.0)
+
+
+def test_neuron_constants_and_weight_init():
+    """ALIF τ_m 10, τ_adp 5 (learnable), b0 = init_b, β 1.8; weights U(0, init_w) on the mask only."""
+    m = BarrelCortexRSNN(scale=0.25, init_w=0.06, init_b=0.04, seed=0)
+    c = m.cortex
+    for tau, value in ((c.tau_m, 10.0), (m.tau_m_thal, 10.0), (c.tau_adp, 5.0), (m.tau_adp_thal, 5.0)):
+        assert tau.requires_grad and torch.all(tau == value)
+    assert m.tau_m_thal.shape == (200,) and c.tau_m.shape == (m.n_neurons,)
+    assert c.b0 == 0.04 and c.beta == 1.8
+    for w, mask in ((c.weight, c.mask), (c.weight_in, c.mask_in)):
+        on = w.detach()[mask].double()
+        assert torch.all(w.detach()[~mask] == 0) and on.min() >= 0 and on.max() <= 0.06
+        # U(0, a): mean a/2, variance a²/12
+        sd = 0.06 / math.sqrt(12 * on.numel())
+        assert abs(float(on.mean()) - 0.03) <= 4 * sd
+
+
+def test_official_initial_state_is_used():
+    x = (torch.rand(2, 2, 8, 93, generator=torch.Generator().manual_seed(0)) < 0.3).float()
+    off = BarrelCortexRSNN(scale=0.05, init_w=0.3, init_state="official", seed=1)
+    zero = BarrelCortexRSNN(scale=0.05, init_w=0.3, init_state="zeros", seed=1)
+    v, s, b = off.cortex.initial_state(2, torch.device("cpu"), torch.float32)
+    # RSNN_bfd: v and s are torch.rand from seed 515 (non-binary "spikes"), b = b0
+    gen = torch.Generator().manual_seed(515)
+    want_v, want_s = torch.rand(2, off.n_neurons, generator=gen), torch.rand(2, off.n_neurons, generator=gen)
+    assert torch.equal(v, want_v) and torch.equal(s, want_s) and torch.all(b == off.cortex.b0)
+    assert all(torch.all(t == 0) for t in zero.cortex.initial_state(2, torch.device("cpu"), torch.float32))
+    with torch.no_grad():
+        a, z = off(x, record=True)[1], zero(x, record=True)[1]
+    assert not torch.equal(a, z)  # same weights and input, so only the initial state differs
+
+
+def test_rates_outside_unit_interval_rejected():
+    m = BarrelCortexRSNN(scale=0.05)
+    for value in (1.5, -0.2):
+        with pytest.raises(ValueError, match=r"\[0, 1\]"):
+            m(torch.full((1, 2, 4, 93), value), allow_rates=True)
+    with pytest.raises(ValueError, match="layout"):
+        m(torch.zeros(1, 2, 1, 4, 93, 1))  # rank 6
+    x5 = (torch.rand(2, 2, 3, 5, 93, generator=torch.Generator().manual_seed(3)) < 0.3).float()
+    keep = x5.clone()
+    m(x5)
+    assert torch.equal(x5, keep)
+
+
+def test_constrained_network_with_a_custom_spec():
+    """The generic network on a non-barrel table (2 populations, full connectivity) against an
+    explicit NumPy ALIF loop; the sign of every synapse follows the presynaptic kind."""
+    from iclr25.neuro.barrel_cortex import ConnectivitySpec, ConstrainedSpikingNetwork
+
+    spec = ConnectivitySpec([3, 2], ["E", "I"], np.ones((2, 2)), np.ones(2), n_input=4, seed=0)
+    net = ConstrainedSpikingNetwork(spec, init_w=0.8, init_b=0.04).double()
+    assert net.mask.all() and net.mask_in.all()  # p = 1: every synapse exists
+    x = (torch.rand(12, 2, 4, generator=torch.Generator().manual_seed(0), dtype=torch.float64) < 0.5).double()
+    with torch.no_grad():
+        out = net(x).numpy()
+    w = net.weight.detach().numpy() * np.array([1, 1, 1, -1, -1])[:, None]
+    w_in = net.weight_in.detach().numpy()
+    alpha, rho = np.exp(-1 / 10.0), np.exp(-1 / 5.0)
+    v = s = b = np.zeros((2, 5))
+    ref = []
+    for t in range(12):
+        cur = x[t].numpy() @ w_in + s @ w
+        b = rho * b + (1 - rho) * s
+        big_b = 0.04 + 1.8 * b
+        v = alpha * v + (1 - alpha) * cur - big_b * s
+        s = (v - big_b > 0).astype(np.float64)
+        ref.append(s)
+    ref = np.stack(ref)
+    assert out.shape == (12, 2, 5) and ref[..., 3:].any() and ref[..., :3].any()  # both kinds fire
+    np.testing.assert_array_equal(out, ref)
+    # no input table: no input synapses, so a network started at rest stays silent
+    quiet = ConstrainedSpikingNetwork(ConnectivitySpec([3, 2], ["E", "I"], np.ones((2, 2)), None, n_input=4))
+    assert not quiet.mask_in.any() and not quiet(x.float()).any()

@@ -73,9 +73,16 @@ def test_dale_and_masks_after_20_steps():
         loss.backward()
         opt.step()
     w, w_in = model.cortex.effective_weights()
-    mask, sign = model.cortex.mask, model.cortex.sign
+    mask = model.cortex.mask
+    assert torch.equal(mask, model.cortex.spec.masks()[0])  # the fixed masks themselves never change
     assert torch.all(model.cortex.weight[~mask] == 0) and torch.all(w[~mask] == 0)
-    assert torch.all(w * sign[:, None] >= 0)  # every synapse carries its presynaptic population's sign
+    # every synapse carries its presynaptic population's sign, taken from the population table
+    sizes = model.cortex.spec.sizes
+    sign = torch.tensor([1.0 if p.kind == "E" else -1.0 for p in BARREL_POPULATIONS]).repeat_interleave(
+        torch.tensor(sizes)
+    )
+    assert torch.all(w * sign[:, None] >= 0)
+    assert (w[sign > 0] > 0).any() and (w[sign < 0] < 0).any()
     assert torch.all(w_in >= 0) and torch.all(w_in[~model.cortex.mask_in] == 0)
     assert (w[mask] != 0).any()
 
@@ -87,6 +94,13 @@ def test_dale_and_masks_after_20_steps():
         ({"p_recurrent": np.zeros((3, 2))}, "shape"),
         ({"p_recurrent": (np.ones((2, 2)) * 0.1, np.ones((2, 2)) * 0.1)}, "mixed E/I"),
         ({"p_recurrent": np.zeros((2, 2)), "scale": 0.0}, "scale"),
+        ({"p_recurrent": np.zeros((2, 2)), "scale": -0.5}, "scale"),
+        ({"p_recurrent": np.full((2, 2), np.nan)}, r"\[0, 1\]"),
+        ({"p_recurrent": np.zeros((2, 2)), "p_input": np.array([0.1, -0.1])}, r"p_input.*\[0, 1\]"),
+        ({"p_recurrent": np.zeros((2, 2)), "p_input": np.zeros(3)}, "p_input.*shape"),
+        ({"p_recurrent": (np.zeros((2, 2)), np.zeros((3, 3)))}, "shape"),
+        # an E population's row in the inhibitory table (kinds are E, I)
+        ({"p_recurrent": (np.zeros((2, 2)), np.array([[0.1, 0.1], [0.0, 0.0]]))}, "contradict kinds"),
     ],
 )
 def test_bad_specs(kwargs, match):

@@ -311,6 +311,10 @@ def to_spikes(
     _check_pair(force, torque)
     if not isinstance(dt, int) or dt < 1:
         raise ValueError(f"dt must be an int >= 1, got {dt!r}")
+    for name, a in (("force", force), ("torque", torque)):
+        # a NaN magnitude gives p = NaN, which Bernoulli sampling would silently turn into no spikes
+        if not np.isfinite(a).all():
+            raise ValueError(f"{name} contains NaN or Inf")
     mf, mt = _magnitude(force), _magnitude(torque)  # [N, S, F, 31, 3]
 
     def centre(m: np.ndarray, c: float | None) -> float:
@@ -345,6 +349,10 @@ def deprive_whiskers(
         Distinct whisker indices in ``0..30``.
     """
     _check_pair(force, torque)
+    # int(1.7) would silently deprive whisker 1: accept only integral values (ints, numpy ints)
+    bad = [i for i in whisker_idx if isinstance(i, bool) or not isinstance(i, (int, np.integer))]
+    if bad:
+        raise ValueError(f"whisker_idx must hold integers, got {bad}")
     idx = [int(i) for i in whisker_idx]
     if any(not 0 <= i < N_WHISKERS for i in idx):
         raise ValueError(f"whisker_idx must lie in 0..{N_WHISKERS - 1}, got {idx}")
