@@ -1,13 +1,19 @@
+import inspect
+import re
+
 import numpy as np
 import pytest
 import torch
+import torch.nn.functional as F
 
 from iclr25.rl.aihf import (
     AIHF,
+    ARS,
     LinearReward,
     MLPReward,
     PreferenceDataset,
     RewardModel,
+    RLHFPipeline,
     TrajectoryDataset,
     fit_bradley_terry,
     synthetic_preferences,
@@ -66,7 +72,6 @@ def test_recovery_from_demos_and_preferences(world):
     assert err < 0.15
 
 
-@pytest.mark.slow
 def test_stochastic_single_loop_reduces_gradient(world):
     gw = world[0]
     D, P = _data(world, 50, 50)
@@ -149,6 +154,159 @@ def test_mlp_reward_runs_in_the_autograd_path(world):
     assert len(est.history_) == 5 and np.isfinite(est.history_[-1]["objective"])
 
 
+def _disc_features(gw, segments):
+    return np.stack([GAMMA ** np.arange(len(o)) @ gw.phi[o] for o, _ in segments])
+
+
+@pytest.mark.parametrize("path", ["closed_form", "autograd"])
+@pytest.mark.parametrize("beta", [1.0, 0.5])
+def test_reward_step_is_the_gradient_of_the_objective(world, beta, path):
+    # Acceptance 1 at the estimator: with π_θ soft-optimal (temperature β), the demonstration part of ĝ,
+    # (w_D/β)(Φ_D − Φ_πθ), is ∇_θ (w_D/β)(θᵀΦ_D − μ0ᵀV_θ) because ∇_θ V_θ = Φ_πθ (soft-VI envelope); autograd
+    # through soft VI gives it without any occupancy code. Demonstrations of length H = 300 make the estimator's
+    # finite-horizon policy features equal the infinite-horizon ones up to γ^H/(1−γ).
+    gw, _, expert, pool, true_ret = world
+    h, lr, l2, n_d, n_p = 300, 0.1, 1e-2, 20, 30
+    D = TrajectoryDataset.from_rollouts(gw.rollouts(expert, n_d, h, 5))
+    P = synthetic_preferences(pool, true_ret, 1.0, n_p, 6)
+    w_d, w_p = n_d / (n_d + n_p), n_p / (n_d + n_p)  # count weights
+    phi, mu0 = torch.as_tensor(gw.phi), torch.as_tensor(gw.mu0)
+    phi_d = torch.as_tensor(_disc_features(gw, D.episodes()).mean(0))
+    dphi = torch.as_tensor(_disc_features(gw, P.seg_a) - _disc_features(gw, P.seg_b))
+    y = torch.as_tensor(P.label)
+
+    def grad_objective(theta):
+        th = torch.tensor(theta, requires_grad=True)
+        V = tabular.soft_value_iteration(gw.P, (phi @ th)[:, None].expand(25, 5), GAMMA, beta, 400)[1]
+        bt = (y * F.logsigmoid(dphi @ th) + (1 - y) * F.logsigmoid(-dphi @ th)).mean()
+        L = (w_d / beta) * (th @ phi_d - mu0 @ V) + w_p * bt - 0.5 * l2 * th @ th
+        return torch.autograd.grad(L, th)[0].numpy()
+
+    reward = LinearReward(gw.features, 6)
+    thetas = []
+    est = AIHF(
+        reward if path == "closed_form" else _Wrapped(reward),
+        tabular.SoftVI(temperature=beta, env=gw),
+        beta=beta,
+        reward_lr=lr,
+        l2=l2,
+        policy_steps_per_iter=400,  # the policy met by θ_1's reward step is soft-optimal to γ^400
+    )
+    est.fit(D, P, iters=2, callback=lambda k, e: thetas.append(reward.theta.detach().numpy().copy()))
+    # truncation (w_D/β)γ^H/(1−γ) plus float64 round-off of H-term discounted sums, H·ε/(1−γ); ×10 margin
+    tol = 10 * ((w_d / beta) * GAMMA**h / (1 - GAMMA) + h * np.finfo(float).eps / (1 - GAMMA))
+    # θ_0 = 0 meets the uniform start policy, which is soft-optimal for r = 0
+    for before, after in ((np.zeros(6), thetas[0]), (thetas[0], thetas[1])):
+        np.testing.assert_allclose((after - before) / lr, grad_objective(before), rtol=0, atol=tol)
+
+
+def test_soft_labels_and_empty_demonstrations_give_the_closed_form_bt_mle(world):
+    gw = world[0]
+
+    def feat(obs, acts):
+        return np.asarray(obs, float)[:, None]
+
+    # One feature and Φ(a) − Φ(b) = 1 in every pair: the unregularized BT MLE solves σ(θ) = mean label = 0.75.
+    a, b = (np.array([1]), np.array([0])), (np.array([0]), np.array([0]))
+    P = PreferenceDataset([a] * 4, [b] * 4, np.array([0.8, 0.6, 1.0, 0.6]))
+    target = np.log(0.75 / 0.25)
+    newton = fit_bradley_terry(LinearReward(feat, 1), P, GAMMA, l2=0.0)
+    # gradient-ascent path: −J'' ≤ 1/4, so lr 4 contracts by |1 − 4σ(1−σ)| = 1/4 per step near the optimum
+    ascent = fit_bradley_terry(_Wrapped(LinearReward(feat, 1)), P, GAMMA, l2=0.0, max_iter=200, lr=4.0)
+    # One empty source selects the special case: no demonstrations is RLHF in one loop, i.e. the same MLE.
+    est = AIHF(LinearReward(feat, 1), tabular.SoftVI(env=gw), reward_lr=4.0, l2=0.0).fit(None, P, iters=300)
+    assert est.weights_ == (0.0, 1.0)
+    for theta in (newton.theta, ascent.inner.theta, est.reward_.theta):
+        assert abs(float(theta.detach()) - target) < 1e-12
+    # ... and the returned policy is the soft-optimal one for the fitted reward (600 backups: γ^600 ≈ 3e-28)
+    table = np.repeat(feat(np.arange(25), None) * float(est.reward_.theta.detach()), 5, 1)
+    np.testing.assert_allclose(est.policy_, tabular.plan(gw, table, GAMMA, 1.0), rtol=0, atol=1e-12)
+
+
+def test_empty_preferences_select_ml_irl(world):
+    gw = world[0]
+    D, P = _data(world, 20, 10)
+    irl = AIHF.ml_irl(LinearReward(gw.features, 6), tabular.SoftVI(env=gw)).fit(D, P, iters=30)
+    for empty in (None, PreferenceDataset.empty()):
+        est = AIHF(LinearReward(gw.features, 6), tabular.SoftVI(env=gw)).fit(D, empty, iters=30)
+        assert est.weights_ == (1.0, 0.0)
+        np.testing.assert_array_equal(est.reward_.theta.detach().numpy(), irl.reward_.theta.detach().numpy())
+
+
+def test_rlhf_pipeline_stages(world):
+    gw = world[0]
+    D, P = _data(world, 20, 40)
+    kl = 0.7
+    pipe = RLHFPipeline(LinearReward(gw.features, 6), tabular.SoftVI(env=gw), kl_to_sft=kl).fit(D, P)
+    # SFT: add-one smoothed action frequencies of the demonstrations
+    counts = np.ones((25, 5))
+    np.add.at(counts, (D.obs, D.acts), 1.0)
+    np.testing.assert_allclose(pipe.sft_, counts / counts.sum(1, keepdims=True), rtol=1e-14)
+    # RM: the L2-1e-3 BT log-likelihood is strictly concave, so its stationary point is the MLE (Newton stops at
+    # a max-norm gradient of 1e-12)
+    theta = pipe.reward_.theta.detach().numpy()
+    dphi = _disc_features(gw, P.seg_a) - _disc_features(gw, P.seg_b)
+    grad = dphi.T @ (P.label - 1 / (1 + np.exp(-dphi @ theta))) / len(P) - 1e-3 * theta
+    assert np.abs(grad).max() < 1e-10
+    # RL: the KL-to-SFT optimum π ∝ π_SFT·exp(Q/kl), Q = r + γPV, V = kl·log Σ_a π_SFT exp(Q/kl)
+    r = np.repeat((gw.phi @ theta)[:, None], 5, 1)
+    V = np.zeros(25)
+    for _ in range(600):
+        z = np.log(pipe.sft_) + (r + GAMMA * gw.P @ V) / kl
+        m = z.max(1, keepdims=True)
+        V = kl * (m[:, 0] + np.log(np.exp(z - m).sum(1)))
+    pi = np.exp(z - m) / np.exp(z - m).sum(1, keepdims=True)
+    # the pipeline's 300 backups leave γ^300·max|V| in Q, i.e. a relative policy error of about that over kl
+    tol = 10 * GAMMA**300 * (np.abs(V).max() + 1) / kl
+    np.testing.assert_allclose(pipe.policy_, pi, rtol=0, atol=tol)
+
+
+def test_rlhf_pipeline_bad_input(world):
+    gw = world[0]
+    D, _ = _data(world, 2, 0)
+    with pytest.raises(ValueError, match="kl_to_sft must be >= 0"):
+        RLHFPipeline(LinearReward(gw.features, 6), tabular.SoftVI(env=gw), kl_to_sft=-1.0)
+    with pytest.raises(ValueError, match="P is empty"):
+        RLHFPipeline(LinearReward(gw.features, 6), tabular.SoftVI(env=gw)).fit(D, PreferenceDataset.empty())
+
+
+def test_public_defaults_match_the_issue():
+    def defaults(f):
+        return {k: v.default for k, v in inspect.signature(f).parameters.items() if v.default is not v.empty}
+
+    assert (
+        defaults(AIHF).items()
+        >= {
+            "w_demo": "count",
+            "w_pref": "count",
+            "beta": 1.0,
+            "reward_lr": 0.5,
+            "policy_steps_per_iter": 2,
+            "n_policy_rollouts": 4,
+            "l2": 1e-3,
+            "seed": 0,
+        }.items()
+    )
+    assert defaults(AIHF.fit)["iters"] == 300
+    assert defaults(RLHFPipeline)["kl_to_sft"] == 1.0
+    assert defaults(MLPReward)["hidden"] == (64, 64)
+    assert defaults(synthetic_preferences) == {"seed": 0}
+    assert (
+        defaults(ARS).items()
+        >= {
+            "env_id": "HalfCheetah-v5",
+            "horizon": 200,
+            "n_dirs": 8,
+            "top": 4,
+            "step": 0.02,
+            "noise": 0.03,
+            "seed": 0,
+        }.items()
+    )
+    assert defaults(tabular.GridWorld) == {"n": 5, "slip": 0.1, "n_features": 6, "seed": 0}
+    assert defaults(tabular.SoftVI).items() >= {"gamma": 0.9, "temperature": 1.0}.items()
+
+
 # --- bad input -------------------------------------------------------------------------------
 
 
@@ -158,6 +316,20 @@ def test_both_empty_raises(world):
         AIHF(LinearReward(gw.features, 6), tabular.SoftVI(env=gw)).fit(
             TrajectoryDataset.from_rollouts([]), PreferenceDataset.empty()
         )
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"temperature": 0.0}, "temperature must be > 0"),
+        ({"n_pairs": -1}, "n_pairs must be >= 0"),
+        ({"segments": [(np.array([0]), np.array([0]))]}, "at least 2 segments"),
+    ],
+)
+def test_synthetic_preferences_bad_arguments(kwargs, match):
+    args = {"segments": [(np.array([k]), np.array([0])) for k in range(3)], "temperature": 1.0, "n_pairs": 5}
+    with pytest.raises(ValueError, match=match):
+        synthetic_preferences(true_return_fn=lambda s: 0.0, **{**args, **kwargs})
 
 
 def test_labels_outside_unit_interval():
@@ -173,17 +345,39 @@ def test_nan_in_observations_names_dataset_and_index():
         TrajectoryDataset(obs, np.zeros(4), np.array([1, 0, 1, 0], bool))
 
 
-def test_nan_in_features(world):
+@pytest.mark.parametrize("bad_value", [np.nan, np.inf])
+def test_non_finite_features_name_dataset_and_index(world, bad_value):
     gw = world[0]
     D, P = _data(world, 3, 3)
 
-    def bad(obs, acts):
-        f = gw.features(obs, acts).copy()
-        f[obs == 7] = np.nan
-        return f
+    def poisoned(state):
+        def fn(obs, acts):
+            f = gw.features(obs, acts).copy()
+            f[np.asarray(obs) == state] = bad_value
+            return f
 
-    with pytest.raises(ValueError, match="features of segment"):
-        AIHF(LinearReward(bad, 6), tabular.SoftVI(env=gw)).fit(D, P, iters=2)
+        return fn
+
+    state = D.episodes()[2][0][0]
+    first = next(k for k, (o, _) in enumerate(D.episodes()) if state in o)
+    with pytest.raises(ValueError, match=rf"^TrajectoryDataset: features of segment {first} contain NaN or inf"):
+        AIHF(LinearReward(poisoned(state), 6), tabular.SoftVI(env=gw)).fit(D, P, iters=2)
+    state = P.seg_a[1][0][0]
+    first = next(k for k, (o, _) in enumerate(P.seg_a) if state in o)
+    with pytest.raises(ValueError, match=rf"^PreferenceDataset\.seg_a: features of segment {first} contain NaN or inf"):
+        AIHF(LinearReward(poisoned(state), 6), tabular.SoftVI(env=gw)).fit(None, P, iters=2)
+
+
+def test_non_finite_actions_and_segments_name_dataset_and_index():
+    acts = np.zeros(4)
+    acts[3] = np.inf
+    with pytest.raises(ValueError, match="TrajectoryDataset: acts has NaN or inf at index 3"):
+        TrajectoryDataset(np.zeros((4, 2)), acts, np.array([1, 0, 1, 0], bool))
+    with pytest.raises(ValueError, match="TrajectoryDataset: acts of segment 1 has NaN or inf"):
+        TrajectoryDataset.from_rollouts([(np.zeros(2), np.zeros(2)), (np.zeros(2), np.array([0.0, np.nan]))])
+    ok, bad = (np.array([0.0, 1.0]), np.array([0, 0])), (np.array([0.0, np.nan]), np.array([0, 0]))
+    with pytest.raises(ValueError, match=r"PreferenceDataset\.seg_b: obs of segment 1 has NaN or inf"):
+        PreferenceDataset([ok, ok], [ok, bad], np.array([1.0, 0.0]))
 
 
 def test_actions_outside_action_space(world):
@@ -191,6 +385,14 @@ def test_actions_outside_action_space(world):
     D = TrajectoryDataset.from_rollouts([(np.array([0, 1]), np.array([0, 7]))])
     with pytest.raises(ValueError, match="actions must be integers in"):
         AIHF(LinearReward(gw.features, 6), tabular.SoftVI(env=gw)).fit(D, None, iters=2)
+
+
+def test_preference_actions_outside_action_space(world):
+    gw = world[0]
+    ok, bad = (np.array([0, 1]), np.array([0, 4])), (np.array([0, 1]), np.array([0, 5]))
+    P = PreferenceDataset([ok, ok], [ok, bad], np.array([1.0, 0.0]))
+    with pytest.raises(ValueError, match="PreferenceDataset pair 1: actions must be integers in"):
+        AIHF(LinearReward(gw.features, 6), tabular.SoftVI(env=gw)).fit(None, P, iters=1)
 
 
 def test_mismatched_horizon_and_discount(world):
@@ -216,9 +418,39 @@ def test_non_finite_reward_names_iteration_and_keeps_parameters(world):
 
     torch.manual_seed(0)
     rew = Exploding(1, 1, hidden=(4,))
-    with pytest.raises(RuntimeError, match=r"iteration \d+"):
-        AIHF(rew, tabular.SoftVI(env=gw), reward_lr=0.01).fit(D, P, iters=50)
-    assert all(torch.isfinite(p).all() for p in rew.parameters())
+    snapshots = [[p.detach().clone() for p in rew.parameters()]]  # θ_0, then θ_{k+1} after each reward step
+
+    def record(k, est):
+        snapshots.append([p.detach().clone() for p in rew.parameters()])
+
+    est = AIHF(rew, tabular.SoftVI(env=gw), reward_lr=0.01)
+    with pytest.raises(RuntimeError, match=r"iteration \d+") as info:
+        est.fit(D, P, iters=50, callback=record)
+    m = int(re.search(r"iteration (\d+)", str(info.value)).group(1))
+    assert m >= 1 and len(est.history_) == m  # iterations 0..m-1 completed
+    # θ_m gave the non-finite reward: the estimator keeps θ_{m-1}, the last parameters with a finite one
+    for p, q in zip(rew.parameters(), snapshots[m - 1], strict=True):
+        assert torch.equal(p.detach(), q)
+
+
+@pytest.mark.parametrize("path", ["closed_form", "autograd"])
+def test_diverging_reward_step_raises_and_keeps_parameters(world, path):
+    gw = world[0]
+    D, P = _data(world, 5, 5)
+
+    def model(rew):
+        return rew if path == "closed_form" else _Wrapped(rew)
+
+    # θ_1 = α·ĝ_0 ≈ 1e300 is finite, but its objective (‖θ_1‖² in the L2 term) is not: iteration 1 raises, θ_0 = 0 kept.
+    rew = LinearReward(gw.features, 6)
+    with np.errstate(over="ignore"), pytest.raises(RuntimeError, match="at iteration 1;"):
+        AIHF(model(rew), tabular.SoftVI(env=gw), reward_lr=1e300).fit(D, P, iters=3)
+    assert not rew.theta.detach().any()
+    # Features of order 1e10 make α·ĝ_0 itself overflow: even the last iteration's step must be caught.
+    rew = LinearReward(lambda o, a: 1e10 * gw.features(o, a), 6)
+    with np.errstate(over="ignore"), pytest.raises(RuntimeError, match="at iteration 0;"):
+        AIHF(model(rew), tabular.SoftVI(env=gw), reward_lr=1e300).fit(D, P, iters=1)
+    assert not rew.theta.detach().any()
 
 
 def test_beta_must_match_tabular_temperature(world):

@@ -266,6 +266,14 @@ class AIHF:
             with torch.no_grad():
                 for p, g in zip(params, grads, strict=True):
                     p.add_(self.reward_lr * g)
+                # A finite gradient can still overflow the step; on the last iteration nothing would catch it.
+                if not all(torch.isfinite(p).all() for p in params):
+                    for p, g0 in zip(params, good, strict=True):
+                        p.copy_(g0)
+                    raise RuntimeError(
+                        f"AIHF.fit: the reward step made the parameters non-finite at iteration {k}; "
+                        "kept the last finite parameters"
+                    )
             g2 = float(sum((g * g).sum() for g in grads))
             self.history_.append(
                 {
@@ -305,6 +313,7 @@ class AIHF:
         obs, acts = opt.env.all_pairs()
         feats = reward.features(obs, acts).detach().numpy()
         theta = reward.theta.detach().numpy().astype(float).copy()
+        good = theta
         for k in progress(range(iters), desc="aihf", total=iters):
             gap_vec = phi_d - opt.policy_features(feats) if w_d else np.zeros_like(theta)
             g = (w_d / self.beta) * gap_vec - self.l2 * theta
@@ -316,10 +325,18 @@ class AIHF:
             gap = float(gap_vec @ theta)
             J = (w_d / self.beta) * gap + w_p * bt - 0.5 * self.l2 * float(theta @ theta)
             if not (np.isfinite(J) and np.isfinite(g).all()):
+                # Same parameters as the autograd path keeps: those of the last iteration whose objective was finite.
+                with torch.no_grad():
+                    reward.theta.copy_(torch.as_tensor(good))
                 raise RuntimeError(
                     f"AIHF.fit: non-finite reward or gradient at iteration {k}; kept the last finite parameters"
                 )
-            theta = theta + self.reward_lr * g
+            good, theta = theta, theta + self.reward_lr * g
+            if not np.isfinite(theta).all():
+                raise RuntimeError(
+                    f"AIHF.fit: the reward step made the parameters non-finite at iteration {k}; "
+                    "kept the last finite parameters"
+                )
             with torch.no_grad():
                 reward.theta.copy_(torch.as_tensor(theta))
             self.history_.append({"iter": k, "objective": J, "grad_norm2": float(g @ g), "bt": bt, "feature_gap": gap})
