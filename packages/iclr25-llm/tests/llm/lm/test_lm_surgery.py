@@ -7,6 +7,7 @@ from iclr25.llm.lm.quant import gptq
 from iclr25.llm.lm.surgery import (
     as_linear_weight,
     capture_inputs,
+    decoder_layers,
     hessians,
     iter_linears,
     replace_linears,
@@ -38,6 +39,25 @@ def _hf_models():
     return llama, gpt2
 
 
+def _opt():
+    tr = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    cfg = tr.OPTConfig(
+        vocab_size=64, hidden_size=32, ffn_dim=48, num_hidden_layers=2, num_attention_heads=4,
+        max_position_embeddings=64, word_embed_proj_dim=32,
+    )  # fmt: skip
+    return tr.OPTForCausalLM(cfg).eval()
+
+
+def _family(name):
+    if name == "tiny":
+        return _tiny(), 256
+    if name == "opt":
+        return _opt(), 64
+    llama, gpt2 = _hf_models()
+    return (llama if name == "llama" else gpt2), 64
+
+
 def test_iter_linears_on_tinyllama():
     m = _tiny()
     names = [n for n, _ in iter_linears(m)]
@@ -50,7 +70,7 @@ def test_iter_linears_on_tinyllama():
 def test_replace_linears_on_hf_models():
     llama, gpt2 = _hf_models()
     x = torch.randint(0, 64, (2, 12))
-    for model, per_layer in [(llama, 7), (gpt2, 4)]:
+    for model, per_layer in [(llama, 7), (gpt2, 4), (_opt(), 6)]:
         with torch.no_grad():
             before = model(x).logits
         found = dict(iter_linears(model))
@@ -66,6 +86,50 @@ def test_replace_linears_on_hf_models():
     h = torch.randn(3, conv.weight.shape[0])
     torch.testing.assert_close(conv(h), h @ w.T + conv.bias)
     assert name.endswith("attn.c_attn")
+
+
+@pytest.mark.parametrize("family", ["tiny", "llama", "gpt2", "opt"])
+def test_replace_linears_installs_new_modules(family):
+    model, vocab = _family(family)
+    x = torch.randint(0, vocab, (2, 12), generator=torch.Generator().manual_seed(0))
+    head = model.get_submodule("lm_head")
+    with torch.no_grad():
+        before = model(x).logits
+
+    def to_linear(name, lin):  # a fresh nn.Linear computing the same map (Conv1D transposed)
+        w = as_linear_weight(lin)
+        new = nn.Linear(w.shape[1], w.shape[0], bias=lin.bias is not None)
+        with torch.no_grad():
+            new.weight.copy_(w)
+            if lin.bias is not None:
+                new.bias.copy_(lin.bias)
+        return new
+
+    old = dict(iter_linears(model))
+    new = replace_linears(model, to_linear)
+    assert list(new) == list(old)
+    for name, mod in new.items():
+        assert model.get_submodule(name) is mod and mod is not old[name]
+    assert model.get_submodule("lm_head") is head
+    with torch.no_grad():
+        after = model(x).logits
+    if family == "gpt2":  # Conv1D's addmm and F.linear may round differently
+        torch.testing.assert_close(after, before)
+    else:
+        assert torch.equal(after, before)
+    # the installed modules are the ones the forward pass uses: zeroing them all changes the logits
+    replace_linears(model, lambda name, lin: _Zero(lin))
+    with torch.no_grad():
+        assert not torch.allclose(model(x).logits, before)
+
+
+class _Zero(nn.Module):
+    def __init__(self, lin):
+        super().__init__()
+        self.out = as_linear_weight(lin).shape[0]
+
+    def forward(self, x):
+        return x.new_zeros(*x.shape[:-1], self.out)
 
 
 def test_replace_linears_is_atomic_on_error():
@@ -118,6 +182,38 @@ def _gptq_block(i, block, run, bits=4):
     for n, lin in iter_linears(block):
         lin.weight.data = gptq(as_linear_weight(lin), hs[n] / hs[n + "#"], bits).to(lin.weight.dtype)
     return names
+
+
+@pytest.mark.parametrize("family", ["tiny", "llama", "gpt2", "opt"])
+def test_sequential_ptq_calibrates_on_quantized_predecessors(family):
+    # quantize_layer halves block i's weights, then records run(): block i must be fed the outputs
+    # of the already-modified blocks < i, i.e. equal the fully modified model's block-i outputs
+    model, vocab = _family(family)
+    g = torch.Generator().manual_seed(3)
+    calib = [torch.randint(0, vocab, (2, 12), generator=g) for _ in range(3)]
+    recorded = {}
+
+    def halve_then_record(i, block, run):
+        for _, lin in iter_linears(block):
+            lin.weight.data.mul_(0.5)
+        recorded[i] = run()
+        return i
+
+    assert sequential_ptq(model, halve_then_record, calib) == [0, 1]
+    hooked = {0: [], 1: []}
+    blocks = decoder_layers(model)
+    handles = [
+        b.register_forward_hook(lambda _m, _a, out, i=i: hooked[i].append(out[0] if isinstance(out, tuple) else out))
+        for i, b in enumerate(blocks)
+    ]
+    with torch.no_grad():
+        for c in calib:
+            model(c)
+    for h in handles:
+        h.remove()
+    for i in (0, 1):
+        for got, want in zip(recorded[i], hooked[i], strict=True):
+            torch.testing.assert_close(got, want, atol=0, rtol=0)
 
 
 @pytest.mark.parametrize("family", ["tiny", "llama", "gpt2"])

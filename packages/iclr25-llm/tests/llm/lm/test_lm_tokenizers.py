@@ -106,3 +106,94 @@ def test_bpe_full_corpus_under_30s(shakespeare_docs):
 def test_bpe_full_corpus_deterministic(shakespeare_docs):
     texts = list(shakespeare_docs.values())
     assert BPETokenizer.train(texts, vocab_size=512).merges == BPETokenizer.train(texts, vocab_size=512).merges
+
+
+def _naive_bpe(texts, vocab_size, min_frequency):
+    """Textbook BPE: recount every adjacent pair over the piece table before each merge."""
+    import re
+    from collections import Counter
+
+    from iclr25.llm.lm.tokenizers import PRETOKENIZE_PATTERN
+
+    words = Counter()
+    for t in texts:
+        for piece in re.findall(PRETOKENIZE_PATTERN, t):
+            words[tuple(piece.encode("utf-8"))] += 1
+    merges = []
+    while 256 + len(merges) < vocab_size:
+        pairs = Counter()
+        for w, f in words.items():
+            for i in range(len(w) - 1):
+                pairs[w[i], w[i + 1]] += f
+        if not pairs:
+            break
+        best = min(pairs, key=lambda p: (-pairs[p], p))  # most frequent, then smallest ids
+        if pairs[best] < min_frequency:
+            break
+        new_id = 256 + len(merges)
+        merges.append(best)
+        merged = Counter()
+        for w, f in words.items():
+            out, i = [], 0
+            while i < len(w):
+                if i + 1 < len(w) and (w[i], w[i + 1]) == best:
+                    out.append(new_id)
+                    i += 2
+                else:
+                    out.append(w[i])
+                    i += 1
+            merged[tuple(out)] += f
+        words = merged
+    return merges, words
+
+
+@pytest.mark.parametrize(("seed", "min_frequency"), [(0, 1), (1, 2), (2, 2), (3, 4)])
+def test_bpe_train_equals_naive_recount(seed, min_frequency):
+    # small alphabets give long runs ("aaaa": overlapping pairs), contractions and 2-byte characters,
+    # the cases where incremental pair-count updates go wrong
+    import random
+
+    rng = random.Random(seed)
+    texts = ["".join(rng.choice("aab c'sé\n1") for _ in range(rng.randint(20, 200))) for _ in range(6)]
+    ours = BPETokenizer.train(texts, vocab_size=256 + 60, min_frequency=min_frequency)
+    merges, words = _naive_bpe(texts, 256 + 60, min_frequency)
+    assert ours.merges == merges
+    # encoding a training piece reproduces the segmentation training ended with
+    for w in words:
+        piece = bytes(b for i in w for b in ours.token_bytes(i)).decode("utf-8")
+        assert ours.encode(piece).tolist() == list(w)
+
+
+def test_bpe_stops_below_min_frequency():
+    # pieces "ab", " ab" x2, " cd" x2: (a, b) occurs 3 times, every other pair twice, so
+    # min_frequency 3 learns one merge; min_frequency 2 goes on, ties to the smallest ids
+    # (" c" = 257 before " ab"), until every pair occurs once
+    text = "ab ab ab cd cd"
+    assert BPETokenizer.train([text], vocab_size=400, min_frequency=3).merges == [(97, 98)]
+    two = BPETokenizer.train([text], vocab_size=400, min_frequency=2).merges
+    assert two == [(97, 98), (32, 99), (32, 256), (257, 100)]
+
+
+def test_byte_tokenizer_bytes_input_and_invalid_utf8():
+    tok = ByteTokenizer()
+    assert tok.encode(b"\xff\x00a").tolist() == [255, 0, 97]
+    assert tok.decode([0xFF]) == "\ufffd"  # errors="replace"
+    assert tok.decode(torch.tensor([[104, 105]])) == "hi"
+
+
+def test_bpe_load_rejects_malformed_tables(tmp_path):
+    bad = [
+        ({"type": "byte-bpe", "merges": [[300, 1]]}, "merges\\[0\\] must be a pair of ids < 256"),
+        ({"type": "byte-bpe", "merges": [[97, 98], [97]]}, "merges\\[1\\]"),
+        ({"type": "byte-bpe", "merges": [5]}, "merges\\[0\\]"),
+        ({"type": "byte-bpe", "merges": [["a", "b"]]}, "merges\\[0\\]"),
+        ({"type": "byte-bpe", "merges": "ab"}, "must be a list"),
+        ({"type": "byte-bpe", "merges": [], "pattern": "\\w+"}, "pre-split pattern"),
+    ]
+    import json
+
+    for i, (doc, match) in enumerate(bad):
+        p = tmp_path / f"bad{i}.json"
+        p.write_text(json.dumps(doc))
+        with pytest.raises(ValueError, match=match):
+            BPETokenizer.load(p)

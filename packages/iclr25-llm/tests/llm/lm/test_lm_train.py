@@ -64,6 +64,27 @@ def test_bad_input():
         train_lm(m, torch.full((100,), 300), steps=1, seq_len=16)
     with pytest.raises(ValueError, match="schedule"):
         train_lm(m, _stream(), steps=1, seq_len=16, schedule="step")
+    with pytest.raises(ValueError, match="max id 255"):  # non-integer ids
+        train_lm(m, torch.rand(100), steps=1, seq_len=16)
+    with pytest.raises(ValueError, match="at least seq_len"):  # empty corpus
+        train_lm(m, torch.zeros(0, dtype=torch.long), steps=1, seq_len=16)
+    before = [p.clone() for p in m.parameters()]
+    with pytest.raises(ValueError, match="steps"):
+        train_lm(m, _stream(), steps=0, seq_len=16)
+    assert all(torch.equal(a, b) for a, b in zip(before, m.parameters(), strict=True))
+
+
+@pytest.mark.parametrize(("warmup", "n_warm"), [(0.25, 5), (3, 3)])
+def test_train_lm_follows_the_warmup_cosine_schedule(warmup, n_warm):
+    # linear warmup lr·(s+1)/W, then lr·(m + (1-m)·(1 + cos(π·j/(T-W-1)))/2) for j = s - W,
+    # ending exactly at m·lr on the last step
+    steps, lr, m = 20, 2e-3, 0.2
+    h = train_lm(_pico(), _stream(), steps=steps, batch_size=1, seq_len=8, lr=lr, warmup=warmup, min_lr_ratio=m)
+    expected = [lr * (s + 1) / n_warm for s in range(n_warm)] + [
+        lr * (m + (1 - m) * 0.5 * (1 + math.cos(math.pi * j / (steps - n_warm - 1)))) for j in range(steps - n_warm)
+    ]
+    assert h["lr"] == pytest.approx(expected, rel=1e-12)
+    assert h["lr"][-1] == pytest.approx(m * lr, rel=1e-12)
 
 
 def _smoke(preset: str, steps: int) -> tuple[float, float, str]:

