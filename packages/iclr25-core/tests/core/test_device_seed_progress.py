@@ -1,3 +1,5 @@
+import io
+import os
 import random
 
 import numpy as np
@@ -75,6 +77,19 @@ def test_cuda_index_out_of_range():
         resolve_device(f"cuda:{torch.cuda.device_count()}")
 
 
+def test_cuda_index_checked_against_the_visible_devices(monkeypatch):
+    # a CPU-only stand-in for the gpu test above: two visible devices, the current one is 1
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 1)
+    assert resolve_device("cuda:0") == torch.device("cuda", 0)
+    assert resolve_device("cuda:1") == torch.device("cuda", 1)
+    assert resolve_device("cuda") == torch.device("cuda", 1)
+    assert resolve_device("auto").type == "cuda"
+    with pytest.raises(DeviceUnavailableError, match=r"'cuda:2'.*only 2 CUDA device"):
+        resolve_device("cuda:2")
+
+
 def _draw():
     return random.random(), float(np.random.rand()), float(torch.rand(()))
 
@@ -94,12 +109,19 @@ def test_seed_everything_rejects(seed, exc):
         seed_everything(seed)
 
 
-def test_deterministic_flag_sets_torch_mode():
+def test_deterministic_flag_sets_torch_mode(monkeypatch):
+    monkeypatch.delenv("CUBLAS_WORKSPACE_CONFIG", raising=False)
+    benchmark = torch.backends.cudnn.benchmark
     try:
+        torch.backends.cudnn.benchmark = True
         seed_everything(0, deterministic=True)
         assert torch.are_deterministic_algorithms_enabled()
+        assert not torch.backends.cudnn.benchmark
+        # without it, deterministic mode makes cuBLAS matmuls raise on CUDA
+        assert os.environ["CUBLAS_WORKSPACE_CONFIG"] in (":4096:8", ":16:8")
     finally:
         torch.use_deterministic_algorithms(False)
+        torch.backends.cudnn.benchmark = benchmark
 
 
 def test_torch_generator_is_independent_of_global_state():
@@ -107,6 +129,35 @@ def test_torch_generator_is_independent_of_global_state():
     torch.manual_seed(999)
     b = torch.rand(3, generator=torch_generator(7))
     assert torch.equal(a, b)
+
+
+@pytest.mark.parametrize(("seed", "exc"), [(-1, ValueError), (2**64, ValueError), (1.5, TypeError), (True, TypeError)])
+def test_torch_generator_rejects(seed, exc):
+    with pytest.raises(exc, match="seed"):
+        torch_generator(seed)
+
+
+def test_torch_generator_accepts_numpy_ints():
+    expected = torch.rand(2, generator=torch_generator(5))
+    assert torch.equal(torch.rand(2, generator=torch_generator(np.int64(5))), expected)
+
+
+class _Terminal(io.StringIO):
+    def isatty(self):
+        return True
+
+
+@pytest.mark.parametrize(("flag", "shown"), [(None, True), ("0", True), ("false", True), ("1", False), ("yes", False)])
+def test_progress_draws_a_bar_on_a_terminal_unless_silenced(monkeypatch, flag, shown):
+    terminal = _Terminal()
+    monkeypatch.setattr("sys.stderr", terminal)
+    if flag is None:
+        monkeypatch.delenv("ICLR25_NO_PROGRESS", raising=False)
+    else:
+        monkeypatch.setenv("ICLR25_NO_PROGRESS", flag)
+    assert progress_enabled() is shown
+    assert list(progress(range(5), desc="steps", file=terminal)) == [0, 1, 2, 3, 4]
+    assert ("steps" in terminal.getvalue()) is shown
 
 
 def test_progress_is_a_passthrough_when_disabled(monkeypatch):

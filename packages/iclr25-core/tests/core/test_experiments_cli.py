@@ -2,13 +2,20 @@
 
 import io
 import json
+import math
+import random
+import subprocess
+import sys
+import types
 
+import numpy as np
 import pytest
 import torch
 
 from iclr25.core import cli, experiments
 from iclr25.core.cards import CardError, parse_card
 from iclr25.core.experiments import Experiment, ExperimentError, Measurement, Outcome, Registry
+from iclr25.core.testing import run_quick_reproduction
 
 CARD = {
     "slug": "fixture_paper",
@@ -146,11 +153,75 @@ def test_unwritable_out_exits_2_before_work(recorder, tmp_path):
 
 
 @pytest.mark.parametrize(
-    "argv", [["reproduce"], ["reproduce", "fixture_paper", "--all"], ["frobnicate"], ["reproduce", "x", "--seed", "-1"]]
+    "argv",
+    [
+        ["reproduce"],
+        ["reproduce", "fixture_paper", "--all"],
+        ["frobnicate"],
+        ["reproduce", "fixture_paper", "--seed", "-1"],
+        ["reproduce", "fixture_paper", "--seed", str(2**32)],
+        ["reproduce", "fixture_paper", "--seed", "one"],
+    ],
 )
 def test_usage_errors_exit_2(recorder, argv, tmp_path):
-    code, _, _ = run_cli(*argv, "--out", str(tmp_path)) if argv[0] == "reproduce" else run_cli(*argv)
-    assert code == 2 and recorder.calls == []
+    code, _, err = run_cli(*argv, "--out", str(tmp_path)) if argv[0] == "reproduce" else run_cli(*argv)
+    assert code == 2 and recorder.calls == [] and not (tmp_path / "results.json").exists()
+    if "--seed" in argv and argv[-1] != "one":  # argparse reports "one" itself, on sys.stderr
+        assert "--seed must be in [0, 2**32)" in err
+
+
+def test_planned_paper_exits_2_before_work(recorder, monkeypatch, tmp_path):
+    planned = parse_card(dict(CARD, slug="planned_paper", status="planned"))
+    monkeypatch.setattr(cli, "discover_cards", lambda: {"fixture_paper": parse_card(CARD), "planned_paper": planned})
+    code, _, err = run_cli("reproduce", "fixture_paper", "planned_paper", "--device", "cpu", "--out", str(tmp_path))
+    assert code == 2 and "planned_paper: no reproduction yet (status: planned)" in err
+    assert "reproducible: fixture_paper" in err and recorder.calls == [] and list(tmp_path.iterdir()) == []
+
+
+def _random_run(quick, device, seed, out):
+    draw = random.random() + float(np.random.rand()) + float(torch.rand(()))
+    return Outcome(claims={"gain": Measurement(ours=draw, holds=True)})
+
+
+def test_seed_makes_reproductions_repeatable(tmp_path):
+    experiments.registry.register(Experiment("fixture_paper", _random_run, card=parse_card(CARD)))
+
+    def ours(seed):
+        random.random(), np.random.rand(), torch.rand(())  # move every global generator on
+        argv = ["reproduce", "fixture_paper", "--json", "--device", "cpu", "--seed", seed, "--out", str(tmp_path)]
+        code, out, err = run_cli(*argv)
+        assert code == 0, err
+        return json.loads(out)["claims"][0]["ours"]
+
+    assert ours("7") == ours("7") != ours("8")
+
+
+def test_json_output_is_the_file_for_numpy_and_nonfinite_values(tmp_path):
+    def run(quick, device, seed, out):
+        return Outcome(
+            claims={"gain": Measurement(ours=np.float32(0.75), baseline=math.nan, holds=np.bool_(True).item())},
+            extra={"loss": np.float32(0.5), "curve": torch.tensor([1.0, 2.0]), "diverged": math.inf},
+        )
+
+    experiments.registry.register(Experiment("fixture_paper", run, card=parse_card(CARD)))
+    code, out, err = run_cli("reproduce", "fixture_paper", "--json", "--device", "cpu", "--out", str(tmp_path))
+    assert code == 0, err
+    text = (tmp_path / "results.json").read_text()
+    assert json.loads(out) == json.loads(text)  # strict JSON both: NaN/inf as strings
+    doc = json.loads(text)
+    assert doc["extra"] == {"loss": 0.5, "curve": [1.0, 2.0], "diverged": "inf"}
+    assert (doc["claims"][0]["ours"], doc["claims"][0]["baseline"]) == (0.75, "nan")
+
+
+def test_unwritable_result_fails_that_paper_only(recorder, tmp_path):
+    other = dict(CARD, slug="other_paper")
+    bad = Outcome(claims={"gain": Measurement(1.0, holds=True)}, extra={"model": object()})
+    experiments.registry.register(Experiment("other_paper", lambda **kw: bad, card=parse_card(other)))
+    code, out, err = run_cli("reproduce", "--all", "--device", "cpu", "--out", str(tmp_path))
+    assert code == 1 and "other_paper failed: TypeError" in err and "failed: other_paper" in out
+    assert (tmp_path / "fixture_paper" / "results.json").exists()
+    assert not (tmp_path / "other_paper" / "results.json").exists()
+    assert "fixture_paper" in out.split("failed:")[0]  # the good paper's table is still printed
 
 
 def test_malformed_card_exits_2(monkeypatch, tmp_path):
@@ -226,13 +297,105 @@ def test_registry_lists_without_loading_and_rejects_wrong_objects():
         Experiment("other", Recorder(), card=parse_card(CARD))
 
 
-def test_info_and_list_show_installed_cards(monkeypatch):
+def test_experiment_checks_its_run(tmp_path):
+    with pytest.raises(TypeError, match="run must be callable"):
+        Experiment("fixture_paper", "not a function", card=parse_card(CARD))
+    exp = Experiment("fixture_paper", lambda **kw: {"gain": 1.0}, card=parse_card(CARD))
+    with pytest.raises(ExperimentError, match="must return an Outcome, got dict"):
+        exp.execute(quick=True, device="cpu", seed=0, out=tmp_path)
+    with pytest.raises(ExperimentError, match="has no installed card"):
+        Experiment("no_such_paper_anywhere", Recorder()).card  # noqa: B018
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_registry_finds_experiments_through_entry_points(monkeypatch):
+    module = types.ModuleType("iclr25_fixture_experiments")
+    module.experiment = Experiment("fixture_paper", Recorder(), card=parse_card(CARD))
+    module.misnamed = Experiment("fixture_paper", Recorder(), card=parse_card(CARD))
+    monkeypatch.setitem(sys.modules, module.__name__, module)
+    group = experiments.ENTRY_POINT_GROUP
+    points = [
+        experiments.metadata.EntryPoint("fixture_paper", f"{module.__name__}:experiment", group),
+        experiments.metadata.EntryPoint("misnamed", f"{module.__name__}:misnamed", group),
+        experiments.metadata.EntryPoint("not_an_experiment", f"{module.__name__}:__name__", group),
+        experiments.metadata.EntryPoint("unimportable", "iclr25_no_such_module_anywhere:experiment", group),
+    ]
+    monkeypatch.setattr(
+        experiments.metadata, "entry_points", lambda group=None: [p for p in points if p.group == group]
+    )
+    reg = Registry()
+    # listing reads metadata only: the unimportable module is listed, not imported
+    assert reg.slugs() == ["fixture_paper", "misnamed", "not_an_experiment", "unimportable"]
+    assert reg.get("fixture_paper") is module.experiment and reg.get("fixture_paper") is module.experiment
+    for slug in ("misnamed", "not_an_experiment"):
+        with pytest.raises(ExperimentError, match=f"entry point {slug!r}.*must name an Experiment with slug {slug!r}"):
+            reg.get(slug)
+    with pytest.raises(ModuleNotFoundError):
+        reg.get("unimportable")
+    mine = reg.register(Experiment("fixture_paper", Recorder(), card=parse_card(CARD)))
+    assert reg.get("fixture_paper") is mine  # an explicit registration shadows the entry point
+    reg.unregister("fixture_paper")
+    assert reg.get("fixture_paper") is module.experiment and "fixture_paper" in reg
+    assert Registry(use_entry_points=False).slugs() == []
+
+
+def test_run_quick_reproduction_checks_the_document(recorder, tmp_path):
+    doc = run_quick_reproduction("fixture_paper", tmp_path, need_baseline=True)
+    assert recorder.calls[0]["quick"] is True and recorder.calls[0]["seed"] == 0
+    assert [row["id"] for row in doc["claims"]] == ["gain", "speed"]
+    no_baseline = Outcome(claims={"gain": Measurement(ours=1.0, holds=True)})
+    experiments.registry.register(Experiment("fixture_paper", lambda **kw: no_baseline, card=parse_card(CARD)))
+    run_quick_reproduction("fixture_paper", tmp_path)
+    with pytest.raises(AssertionError):
+        run_quick_reproduction("fixture_paper", tmp_path, need_baseline=True)
+    no_ours = Outcome(claims={"gain": Measurement(ours=None, holds=True)})
+    experiments.registry.register(Experiment("fixture_paper", lambda **kw: no_ours, card=parse_card(CARD)))
+    with pytest.raises(AssertionError):
+        run_quick_reproduction("fixture_paper", tmp_path)
+    with pytest.raises(AssertionError, match="not registered"):
+        run_quick_reproduction("nosuch", tmp_path)
+
+
+def test_console_command_exit_codes_and_light_list(tmp_path):
+    """The real process: ``python -m iclr25.core`` exit codes, and ``list`` imports no torch."""
+
+    def python(*args):
+        return subprocess.run([sys.executable, *args], capture_output=True, text=True, timeout=120)
+
+    result = python("-m", "iclr25.core", "reproduce", "nosuch", "--out", str(tmp_path / "out"))
+    assert result.returncode == 2 and "unknown slug(s) 'nosuch'; known slugs:" in result.stderr
+    assert not (tmp_path / "out").exists()
+    assert python("-m", "iclr25.core", "--version").returncode == 0
+    assert python("-m", "iclr25.core", "reproduce", "--frobnicate").returncode == 2
+    code = (
+        "import io, sys\n"
+        "from iclr25.core.cli import main\n"
+        "assert main(['list'], out=io.StringIO()) == 0\n"
+        "print(sorted({'torch', 'numpy', 'scipy'} & set(sys.modules)))\n"
+    )
+    result = python("-c", code)
+    assert result.returncode == 0 and result.stdout.strip() == "[]", result.stderr + result.stdout
+
+
+def test_info_and_list_show_installed_cards(recorder, monkeypatch):
     card = parse_card(CARD)
-    monkeypatch.setattr(cli, "discover_cards", lambda: {"fixture_paper": card})
+    planned = parse_card(dict(CARD, slug="planned_paper", status="planned"))
+    monkeypatch.setattr(cli, "discover_cards", lambda: {"fixture_paper": card, "planned_paper": planned})
     code, out, _ = run_cli("info", "fixture_paper")
     assert code == 0 and "A Fixture Paper" in out and "iclr25 reproduce fixture_paper" in out
+    code, out, _ = run_cli("info", "fixture_paper", "--json")
+    assert code == 0 and json.loads(out) == card.to_dict()
     code, out, _ = run_cli("list", "--json")
-    assert code == 0 and json.loads(out)[0]["slug"] == "fixture_paper"
+    assert code == 0 and [(d["slug"], d["reproducible"]) for d in json.loads(out)] == [
+        ("fixture_paper", True),
+        ("planned_paper", False),
+    ]
+    code, out, _ = run_cli("list")
+    lines = out.splitlines()
+    assert code == 0 and lines[0].split() == ["slug", "package", "status", "reproduce", "title"]
+    assert lines[2].split()[:4] == ["fixture_paper", "iclr25-core", "implemented", "yes"]
+    assert lines[3].split()[:4] == ["planned_paper", "iclr25-core", "planned", "—"]
+    assert "2 papers in the installed distributions; 1 reproducible." in out and recorder.calls == []
     code, _, err = run_cli("info", "nosuch")
     assert code == 2 and "fixture_paper" in err
 

@@ -1,6 +1,7 @@
 import json
 import math
 import os
+import stat
 
 import numpy as np
 import pytest
@@ -34,6 +35,32 @@ def test_failed_write_keeps_the_old_file(tmp_path):
         raise RuntimeError("crash mid-write")
     assert target.read_text() == "old"
     assert os.listdir(tmp_path) == ["results.json"]
+
+
+def test_failed_write_of_a_new_file_leaves_nothing(tmp_path):
+    with pytest.raises(TypeError, match="cannot convert"):
+        save_json(tmp_path / "results.json", {"ok": 1, "bad": object()})
+    with pytest.raises(RuntimeError), atomic_open(tmp_path / "model.bin", "wb") as handle:
+        handle.write(b"half")
+        raise RuntimeError("crash mid-write")
+    assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.skipif(os.name != "posix", reason="POSIX permission bits")
+def test_atomic_write_gives_the_permissions_of_a_plain_write(tmp_path):
+    old_umask = os.umask(0o027)
+    try:
+        (tmp_path / "plain.txt").write_text("x")
+        written = atomic_write_text(tmp_path / "atomic.txt", "x")
+    finally:
+        os.umask(old_umask)
+    # mkstemp's 0600 must not leak into results.json: same bits as open() under this umask
+    assert stat.S_IMODE(written.stat().st_mode) == stat.S_IMODE((tmp_path / "plain.txt").stat().st_mode) == 0o640
+    kept = tmp_path / "kept.txt"
+    kept.write_text("old")
+    kept.chmod(0o604)
+    save_json(kept, {"new": True})
+    assert stat.S_IMODE(kept.stat().st_mode) == 0o604 and load_json(kept) == {"new": True}
 
 
 def test_atomic_open_mode_checked(tmp_path):

@@ -65,7 +65,15 @@ def test_kernel_matches_reference_in_interpreter():
     assert interpret_mode(), "the iclr25.core.testing plugin should have set TRITON_INTERPRET=1"
     gen = torch.Generator().manual_seed(0)
     x, y = torch.randn(37, generator=gen), torch.randn(37, generator=gen)  # 37: a ragged last block
-    got = OP(x, y, 0.5, backend="triton")
+    ran = []
+
+    def spy(*args):  # proves the kernel, not the reference, produced the result
+        ran.append(True)
+        return scaled_add_triton(*args)
+
+    op = BackendOp(OP.name, [Backend("triton", spy, supports=_float32_only, uses_triton=True), OP.backends[1]])
+    got = op(x, y, 0.5, backend="triton")
+    assert ran == [True]
     torch.testing.assert_close(got, scaled_add_reference(x, y, 0.5), rtol=0, atol=1e-6)
 
 
@@ -80,6 +88,29 @@ def test_kernel_matches_reference_on_cuda():
 def test_auto_never_picks_the_interpreter_on_cpu():
     x = torch.zeros(4)
     assert OP.select(x, x, 1.0).name == "reference"
+    assert torch.equal(OP(x + 1, x + 2, 0.5), torch.full((4,), 2.0))
+
+
+def test_call_runs_the_selected_backend_with_the_arguments():
+    calls = []
+
+    def positive_only(x, **kwargs):
+        return [] if x > 0 else ["x <= 0"]
+
+    op = BackendOp(
+        "pick",
+        [
+            Backend("fast", lambda *a, **k: calls.append(("fast", a, k)), supports=positive_only),
+            Backend("slow", lambda *a, **k: calls.append(("slow", a, k))),
+        ],
+    )
+    op(1, scale=2)
+    op(-1, scale=3)
+    op(1, scale=4, backend="slow")
+    assert calls == [("fast", (1,), {"scale": 2}), ("slow", (-1,), {"scale": 3}), ("slow", (1,), {"scale": 4})]
+    with pytest.raises(BackendUnavailableError, match="backend 'fast' cannot run this input: x <= 0"):
+        op(-1, backend="fast")
+    assert op.names == ("fast", "slow") and "pick" in repr(op)
 
 
 def test_explicit_backend_that_refuses_lists_reasons():

@@ -222,7 +222,7 @@ def _cmd_reproduce(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         raise UsageError(f"--device: {exc}") from exc
 
     # 3. output directory must be writable before anything runs
-    from .io import ensure_writable_dir, save_json
+    from .io import ensure_writable_dir, save_json, to_jsonable
 
     out_root = Path(args.out)
     try:
@@ -246,14 +246,16 @@ def _cmd_reproduce(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                 f"[iclr25] reproducing {slug} ({'quick' if args.quick else 'full'}, {device}, seed {args.seed})",
                 file=err,
             )
-            doc = experiment.execute(quick=args.quick, device=device, seed=args.seed, out=target)
+            # plain JSON values (NumPy/torch numbers, NaN as "nan"), so --json prints exactly the file;
+            # a value that cannot be written fails this paper here, before results.json is opened
+            doc = to_jsonable(experiment.execute(quick=args.quick, device=device, seed=args.seed, out=target))
+            save_json(target / "results.json", doc)
         except Exception as exc:  # one broken experiment must not hide the others' results
             failures.append(slug)
             status = EXIT_NOT_HELD
             print(f"[iclr25] {slug} failed: {type(exc).__name__}: {exc}", file=err)
             traceback.print_exc(file=err)
             continue
-        save_json(target / "results.json", doc)
         results.append(doc)
         if any(c["holds"] is False for c in doc["claims"]):
             status = EXIT_NOT_HELD

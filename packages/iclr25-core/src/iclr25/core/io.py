@@ -11,6 +11,7 @@ import contextlib
 import json
 import math
 import os
+import stat
 import tempfile
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -43,6 +44,9 @@ def atomic_open(path: str | os.PathLike[str], mode: str = "w", encoding: str | N
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=directory)
     try:
         with os.fdopen(fd, mode, encoding=None if "b" in mode else encoding) as handle:
+            # mkstemp creates the file 0600; give it the mode a plain open() would (umask applied) or
+            # the mode of the file it replaces, so results.json stays as readable as any other output.
+            os.chmod(tmp, _mode_for(target))
             yield handle
             handle.flush()
             os.fsync(handle.fileno())
@@ -51,6 +55,17 @@ def atomic_open(path: str | os.PathLike[str], mode: str = "w", encoding: str | N
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
+
+
+def _mode_for(target: Path) -> int:
+    """Permission bits for a new ``target``: those of the file it replaces, else 0o666 minus the umask."""
+    try:
+        return stat.S_IMODE(os.stat(target).st_mode)
+    except OSError:
+        pass
+    umask = os.umask(0o022)  # reading the umask means setting it; put it straight back
+    os.umask(umask)
+    return 0o666 & ~umask
 
 
 def atomic_write_text(path: str | os.PathLike[str], text: str, encoding: str = "utf-8") -> Path:

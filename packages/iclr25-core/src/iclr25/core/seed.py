@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import operator
 import os
 import random
 
@@ -36,9 +37,17 @@ def seed_everything(seed: int, deterministic: bool = False) -> None:
 
 
 def torch_generator(seed: int, device: str = "cpu"):
-    """A fresh ``torch.Generator`` on ``device`` seeded with ``seed`` (no global state touched)."""
+    """A fresh ``torch.Generator`` on ``device`` seeded with ``seed`` (no global state touched).
+
+    ``seed`` is an integer in [0, 2**64) (NumPy integers are accepted too).
+    """
     import torch
 
+    if isinstance(seed, bool) or not hasattr(seed, "__index__"):
+        raise TypeError(f"seed must be an int, got {type(seed).__name__}")
+    seed = operator.index(seed)
+    if not 0 <= seed < 2**64:  # torch would wrap a negative seed silently
+        raise ValueError(f"seed must be in [0, 2**64), got {seed}")
     gen = torch.Generator(device=device)
     gen.manual_seed(seed)
     return gen
