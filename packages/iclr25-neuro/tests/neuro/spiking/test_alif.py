@@ -108,3 +108,54 @@ def test_alif_bad_input():
     with pytest.raises(ValueError, match="finite"):
         ALIF(2)(torch.tensor([[[float("nan"), 0.0]]]))
     assert ALIF(4)(torch.zeros(0, 2, 4)).shape == (0, 2, 4)
+
+
+def test_module_keeps_state_until_reset_and_official_init():
+    x, _, _ = _data()
+    xt = torch.from_numpy(x[:60])
+    whole = ALIF(16)(xt)
+    layer = ALIF(16)
+    parts = torch.cat([layer(xt[:25]), layer(xt[25:])])  # continues from the stored (v, s, b)
+    assert torch.equal(whole, parts)
+    assert not torch.equal(layer(xt[:25]), whole[:25]), "the stored state must change the next call"
+    layer.reset()
+    assert layer.state is None and torch.equal(layer(xt), whole)
+    # init="official" draws v, s ~ U[0, 1) and b = b0 from the given generator
+    official = ALIF(16, init="official")(xt, generator=torch.Generator().manual_seed(3))
+    st = alif_initial_state(xt.shape[1:], init="official", b0=B0, generator=torch.Generator().manual_seed(3))
+    assert torch.equal(official, ALIF(16)(xt, state=st))
+
+
+def test_learned_time_constants_are_clamped_in_the_forward_pass():
+    # RSNN_bfd leaves τ unconstrained; the core floors it at 1e-2·Δt (α, ρ = e^-100) instead of
+    # producing exp(+x) growth for τ <= 0
+    x, _, _ = _data()
+    xt = torch.from_numpy(x[:30])
+    floor = ALIF(16, tau_m=1e-2, tau_adp=1e-2)(xt)
+    layer = ALIF(16)
+    with torch.no_grad():
+        layer.tau_m.fill_(-2.0)
+        layer.tau_adp.fill_(0.0)
+    assert torch.equal(layer(xt), floor)
+
+
+def test_alif_step_bad_input():
+    with pytest.raises(ValueError, match="finite"):
+        alif_step(torch.tensor([float("inf"), 0.0]))
+    alif_step(torch.tensor([float("nan"), 0.0]), validate=False)
+    with pytest.raises(ValueError, match=r"\(3,\).*\(4,\)"):
+        alif_step(torch.zeros(4), ALIFState(torch.zeros(4), torch.zeros(3), torch.zeros(4)))
+    with pytest.raises(ValueError, match=r"tau_adp of shape \(2, 1, 4\).*\(3, 4\)"):
+        alif_step(torch.zeros(3, 4), tau_adp=torch.full((2, 1, 4), 5.0))
+    with pytest.raises(ValueError, match="tau_m"):
+        alif_step(torch.zeros(4), tau_m=-1.0)
+
+
+def test_caller_tensors_are_not_modified():
+    gen = torch.Generator().manual_seed(2)
+    x = torch.randn(10, 3, 4, generator=gen)
+    st = ALIFState(torch.rand(3, 4, generator=gen), (torch.rand(3, 4, generator=gen) > 0.5).float(), torch.rand(3, 4))
+    before = [t.clone() for t in (x, *st)]
+    ALIF(4)(x, state=st)
+    alif_step(x[0], st)
+    assert all(torch.equal(a, b) for a, b in zip((x, *st), before, strict=True))

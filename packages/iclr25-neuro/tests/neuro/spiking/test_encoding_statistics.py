@@ -86,3 +86,22 @@ def test_isi_cv_closed_forms_and_exclusion():
     np.testing.assert_allclose(res.values.numpy(), [0.0, isi.std() / isi.mean()], rtol=1e-12)
     assert res.mean == pytest.approx(isi.std() / isi.mean() / 2)
     assert isi_cv(torch.zeros(10, 3)).mean is None
+
+
+def test_anova_bad_input_and_stacked_tensor():
+    a, b = torch.rand(5, 3), torch.rand(6, 3)
+    with pytest.raises(TypeError, match="at least 2"):
+        anova_selectivity([a])
+    with pytest.raises(TypeError, match="at least 2"):
+        anova_selectivity([a, b.numpy()])
+    with pytest.raises(ValueError, match="neurons"):
+        anova_selectivity([a, torch.rand(6, 4)])
+    with pytest.raises(ValueError, match="alpha"):
+        anova_selectivity([a, b], alpha=0.0)
+    with pytest.raises(ValueError, match="observation"):
+        anova_selectivity([torch.rand(1, 3), torch.rand(1, 3)])  # n_total - k = 0 degrees of freedom
+    # a (classes, n, neurons) tensor is the list of its classes
+    stacked = torch.rand(3, 7, 4, generator=torch.Generator().manual_seed(0))
+    assert torch.equal(anova_selectivity(stacked).pvalues, anova_selectivity(list(stacked)).pvalues)
+    with pytest.raises(ValueError, match="min_spikes"):
+        isi_cv(torch.zeros(5, 2), min_spikes=1)

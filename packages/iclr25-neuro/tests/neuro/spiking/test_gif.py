@@ -201,3 +201,71 @@ def test_gif_bad_input():
         spike_bits(1, 3)
     with pytest.raises(ValueError, match=r"\(2,\).*\(3,\)"):
         gif_step(torch.zeros(3), gif_state(torch.zeros(2)), levels=4)
+
+
+@pytest.mark.parametrize("bipolar", [False, True])
+def test_round_is_half_up_at_exact_half_levels(bipolar):
+    # u/θ = k + 1/2 exactly (dyadic): round-half-up gives k + 1 for every k, where banker's
+    # rounding (torch.round) would give the even neighbour and truncation k
+    theta = 0.25
+    k = torch.arange(-4, 4, dtype=torch.float32)
+    x = (k + 0.5) * theta
+    lo, hi = gif_range(8, bipolar)
+    s = gif_encode(x, 8, 1, v_th=theta, bipolar=bipolar, rounding="round")
+    assert torch.equal(s[0], torch.clamp(k + 1, lo, hi))
+    s_floor = gif_encode(x, 8, 1, v_th=theta, bipolar=bipolar)
+    assert torch.equal(s_floor[0], torch.clamp(k, lo, hi))
+
+
+def test_hard_reset_zeroes_the_membrane_where_a_spike_is_emitted():
+    # levels = 2: the hard-reset GIF is the hard-reset IF with v_reset = 0, step for step
+    gen = torch.Generator().manual_seed(12)
+    x = dyadic(gen, (40, 3, 7), -0.5, 1.5)
+    want = IF(reset="hard", v_reset=0.0)(x)
+    state, got = None, []
+    for k in range(x.shape[0]):
+        s, state = gif_step(x[k], state, levels=2, reset="hard")
+        got.append(s)
+    assert 0.1 < want.mean() < 0.9 and torch.equal(torch.stack(got), want)
+    # multi-level: u = 2.5θ emits 2 and leaves 0 (soft would leave θ/2); u < θ emits 0 and keeps u
+    s, st = gif_step(torch.tensor([1.25, 0.375]), levels=4, v_th=0.5, reset="hard")
+    assert s.tolist() == [2.0, 0.0] and st.u.tolist() == [0.0, 0.375]
+
+
+def test_learnable_per_channel_threshold_gets_the_lsq_gradient():
+    # one step: decode = θ_c · clip(⌊x/θ_c⌋, 0, L−1); with STE, ∂/∂θ_c = Σ_rows (s − x/θ_c) inside
+    # the clip range and s outside (acceptance: LSQ-style ∂o/∂θ = s − u/θ)
+    gen = torch.Generator().manual_seed(4)
+    theta = torch.tensor([0.25, 0.5, 1.0, 2.0])
+    x = dyadic(gen, (64, 4), -2, 10)
+    neuron = GIFNeuron(levels=4, steps=1, v_th=theta, learn_threshold=True)
+    s = neuron(x)
+    neuron.decode(s).sum().backward()
+    z = x / theta
+    inside = (z >= 0) & (z < 4)
+    want = torch.where(inside, s[0] - z, s[0]).sum(0)
+    # dyadic x and power-of-two θ: every term and the 64-term sums (< 2^20 ulps) are exact in float32
+    assert torch.equal(neuron.v_th.grad, want)
+
+
+def test_gif_functional_bad_input_and_no_in_place():
+    with pytest.raises(ValueError, match="levels"):
+        gif_encode(torch.zeros(3), 1, 2)
+    with pytest.raises(ValueError, match="steps"):
+        gif_encode(torch.zeros(3), 4, 0)
+    with pytest.raises(ValueError, match="steps"):
+        gif_encode_int(torch.zeros(3, dtype=torch.long), 4, 0)
+    with pytest.raises(ValueError, match="levels"):
+        gif_encode_int(torch.zeros(3, dtype=torch.long), 1, 2)
+    with pytest.raises(ValueError, match="finite"):
+        gif_step(torch.tensor([float("inf")]), levels=4)
+    with pytest.raises(ValueError, match="v_th"):
+        gif_step(torch.zeros(3), levels=4, v_th=torch.tensor([1.0, -1.0, 1.0]))
+    with pytest.raises(ValueError, match=r"v_th of shape \(2,\)"):
+        gif_step(torch.zeros(3), levels=4, v_th=torch.ones(2))
+    x, u, q = torch.randn(5) * 3, torch.randn(5), torch.arange(-2, 3)
+    before = [t.clone() for t in (x, u, q)]
+    gif_step(x, gif_state(u), levels=4)
+    gif_encode(x, 4, 3, drive="constant")
+    gif_encode_int(q, 3, 2, bipolar=True)
+    assert all(torch.equal(a, b) for a, b in zip((x, u, q), before, strict=True))

@@ -123,7 +123,7 @@ def test_lif_kernel_matches_reference_on_cuda(reset, input_scale, surrogate, kw,
         assert_match(results)
 
 
-def run_alif_both(surrogate, kw, device="cpu", T=8, N=37):
+def run_alif_both(surrogate, kw, device="cpu", T=8, N=37, dt=1.0):
     from iclr25.neuro.spiking import Surrogate
     from iclr25.neuro.spiking.neurons import ALIF_MULTISTEP
 
@@ -142,10 +142,11 @@ def run_alif_both(surrogate, kw, device="cpu", T=8, N=37):
         leaves = [t.to(device).clone().requires_grad_() for t in (x, *state, tau_m, tau_adp)]
         xs, v0, s0, b_init, tm, ta = leaves
         spikes, (v, s, b) = ALIF_MULTISTEP(
-            xs, v0, s0, b_init, torch.exp(-1.0 / tm), torch.exp(-1.0 / ta), 0.04, 1.8, 1.0, surr, backend=backend
+            xs, v0, s0, b_init, torch.exp(-dt / tm), torch.exp(-dt / ta), 0.04, 1.8, dt, surr, backend=backend
         )
         loss = (spikes * w).sum() + (v**2).sum() + 3 * b.sum() + s.sum()
-        results.append((spikes.detach(), v.detach(), torch.autograd.grad(loss, leaves)))
+        # the whole final state (v_T, b_T, s_T) is compared, not only v_T
+        results.append((spikes.detach(), torch.stack([v, b, s]).detach(), torch.autograd.grad(loss, leaves)))
     return results
 
 
@@ -154,6 +155,13 @@ def run_alif_both(surrogate, kw, device="cpu", T=8, N=37):
 def test_alif_kernel_matches_reference_in_interpreter(surrogate, kw):
     _cpu_only()
     assert_match(run_alif_both(surrogate, kw))
+
+
+@pytest.mark.triton
+def test_alif_kernel_matches_reference_with_dt_not_one():
+    # Δt scales the reset term B·s·Δt and enters α, ρ: with Δt = 1 a kernel that drops it passes
+    _cpu_only()
+    assert_match(run_alif_both(*SURR[0], dt=0.5))
 
 
 @pytest.mark.triton
@@ -170,9 +178,10 @@ def test_alif_module_triton_path_matches():
 
     _cpu_only()
     x = torch.randn(8, 2, 37, generator=torch.Generator().manual_seed(9)) * 0.8 + 0.4
-    ref = ALIF(37, backend="reference")(x)
-    tri = ALIF(37, backend="triton")(x)
-    assert torch.equal(ref, tri)
+    ref_layer, tri_layer = ALIF(37, backend="reference"), ALIF(37, backend="triton")
+    assert torch.equal(ref_layer(x), tri_layer(x))
+    assert torch.equal(ref_layer(x), tri_layer(x))  # second call continues from the stored state
+    assert tri_layer(torch.zeros(0, 2, 37)).shape == (0, 2, 37)
 
 
 @pytest.mark.gpu

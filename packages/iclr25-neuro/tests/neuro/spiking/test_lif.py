@@ -162,3 +162,66 @@ def test_bad_input():
         lif_multistep(torch.zeros(2, 3, 5), tau_m=torch.ones(4))
     with pytest.raises(ValueError, match="backend"):
         LIF(backend="cuda")
+
+
+@pytest.mark.parametrize("reset", ["soft", "hard"])
+def test_detach_reset_gradient_equals_a_loop_with_a_detached_reset_term(reset):
+    # independent of the library's update code: the loop below writes the reset with s.detach()
+    # (and, for the contrast, without); only `spike` (its gradient is acceptance 3) is shared
+    from iclr25.neuro.spiking import spike
+
+    gen = torch.Generator().manual_seed(8)
+    x = (torch.randn(20, 6, generator=gen, dtype=torch.float64) * 3 + 0.5).requires_grad_()
+    w = torch.randn(20, 6, generator=gen, dtype=torch.float64)
+    alpha, theta, v_reset = math.exp(-1 / 10.0), 0.9, -0.2
+
+    def manual(detach):
+        v, out = torch.zeros(6, dtype=torch.float64), []
+        for k in range(20):
+            h = alpha * v + (1 - alpha) * x[k]
+            s = spike(h - theta, "atan")
+            sr = s.detach() if detach else s
+            v = h - theta * sr if reset == "soft" else h * (1 - sr) + v_reset * sr
+            out.append(s)
+        return torch.stack(out)
+
+    for detach in (False, True):
+        got, _ = lif_multistep(x, reset=reset, threshold=theta, v_reset=v_reset, detach_reset=detach)
+        want = manual(detach)
+        assert torch.equal(got, want)
+        g_got, g_want = (torch.autograd.grad((s * w).sum(), x)[0] for s in (got, want))
+        torch.testing.assert_close(g_got, g_want, rtol=1e-12, atol=1e-12)  # same float64 operations
+    g_plain, g_detached = (torch.autograd.grad((manual(d) * w).sum(), x)[0] for d in (False, True))
+    assert (g_plain - g_detached).abs().max() > 1e-3, "the seed must make the two rules distinguishable"
+
+
+def test_learned_tau_below_the_floor_is_clamped_not_rejected():
+    # LIF(learn_tau=True) documents τ_m clamped to >= 1e-2·Δt in the forward pass: a τ that drifts
+    # to <= 0 during training runs as τ = 1e-2·Δt (α = e^-100) instead of raising mid-training
+    x = torch.randn(12, 2, 3, generator=torch.Generator().manual_seed(6)) * 2
+    floor = LIF(shape=(3,), tau_m=1e-2)(x)
+    for bad in (1e-3, 0.0, -4.0):
+        layer = LIF(shape=(3,), learn_tau=True)
+        with torch.no_grad():
+            layer.tau_m.fill_(bad)
+        assert torch.equal(layer(x), floor)
+    layer = LIF(shape=(3,), learn_tau=True)
+    with torch.no_grad():
+        layer.tau_m.fill_(float("nan"))
+    with pytest.raises(ValueError, match="tau_m"):
+        layer(x)
+
+
+def test_functional_ops_validate_their_own_input():
+    with pytest.raises(ValueError, match="finite"):
+        lif_multistep(torch.tensor([[0.0, float("inf")]]))
+    lif_multistep(torch.tensor([[0.0, float("nan")]]), validate=False)
+    with pytest.raises(TypeError, match=r"torch\.Tensor"):
+        lif_step(np.ones(3, np.float32))
+    with pytest.raises(TypeError, match=r"torch\.Tensor"):
+        LIF()(np.ones((2, 3), np.float32))
+    # a τ_m that broadcasts to a larger shape must not silently grow the state
+    with pytest.raises(ValueError, match=r"tau_m of shape \(2, 1, 5\).*\(3, 5\)"):
+        lif_step(torch.zeros(3, 5), tau_m=torch.full((2, 1, 5), 5.0))
+    with pytest.raises(ValueError, match=r"\(3, 4\).*\(3, 5\)"):
+        lif_multistep(torch.zeros(2, 3, 5), LIFState(torch.zeros(3, 4)))

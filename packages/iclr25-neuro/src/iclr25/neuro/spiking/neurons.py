@@ -139,9 +139,9 @@ def lif_step(
     v = x.new_zeros(x.shape) if state is None else state.v
     check_state("state.v", v, x.shape)
     surr = Surrogate.make(surrogate, **(surrogate_kw or {}))
-    s, v = lif_update(
-        x, v, _alpha(tau_m, dt, x), threshold, reset, v_reset, input_scale, surr, detach_reset, firing == "ge"
-    )
+    alpha = _alpha(tau_m, dt, x)
+    _check_broadcast("tau_m", alpha, x.shape)  # a larger tau_m would silently grow the state
+    s, v = lif_update(x, v, alpha, threshold, reset, v_reset, input_scale, surr, detach_reset, firing == "ge")
     return s, LIFState(v)
 
 
@@ -332,9 +332,10 @@ def alif_step(
     for name, t in zip(("state.v", "state.s", "state.b"), state, strict=True):
         check_state(name, t, x.shape)
     surr = Surrogate.make(surrogate, **(surrogate_kw or {}))
-    s, v, b = alif_update(
-        x, state.v, state.s, state.b, _alpha(tau_m, dt, x), _alpha(tau_adp, dt, x), b0, beta, dt, surr
-    )
+    alpha, rho = _alpha(tau_m, dt, x), _alpha(tau_adp, dt, x)
+    _check_broadcast("tau_m", alpha, x.shape)
+    _check_broadcast("tau_adp", rho, x.shape)
+    s, v, b = alif_update(x, state.v, state.s, state.b, alpha, rho, b0, beta, dt, surr)
     return s, ALIFState(v, s, b)
 
 
@@ -441,7 +442,8 @@ class LIF(nn.Module):
         spikes, new_state = lif_multistep(
             x,
             state,
-            tau_m=self.tau_m,
+            # the documented clamp: a learned τ_m that drifts to <= 0 is floored, not rejected
+            tau_m=torch.clamp(self.tau_m, min=TAU_FLOOR * self.dt),
             threshold=self.threshold,
             reset=self.reset_mode,
             v_reset=self.v_reset,
