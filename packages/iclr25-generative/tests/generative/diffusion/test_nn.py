@@ -194,6 +194,7 @@ def _film(e, C, chunked):
         ((1, 6, 4, 4), 2, True, False, False, 0.0),  # GroupNorm + SiLU only (first pre-activation)
         ((2, 6, 3, 3), 3, False, True, True, 0.0),  # FiLM without GroupNorm affine
         ((2, 4, 2, 3), 1, False, False, False, 100.0),  # mean >> spread: shifted statistics
+        ((1, 64, 12, 12), 2, True, True, True, 0.0),  # 32 channels per group: HW in 2 tiles, partial tail
     ],
 )
 def test_groupnorm_film_silu_triton_gradients(shape, groups, affine, film, chunked, offset):
@@ -258,3 +259,245 @@ def test_groupnorm_film_silu_triton_refuses_huge_groups():
     with pytest.raises(BackendUnavailableError, match="channels per group"):
         nn.groupnorm_film_silu(x, 1, backend="triton")
     assert nn.groupnorm_film_silu(x, 1).shape == x.shape  # auto falls back to torch
+
+
+@pytest.mark.triton
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_groupnorm_film_silu_triton_half_precision(dtype):
+    # the backend accepts float16/bfloat16 (auto picks it on CUDA): the kernel reads half inputs,
+    # works in float32 and rounds each stored result once, so it must match the float32 spec on the
+    # same inputs to one unit in the last place of the output dtype (eps |ref|, whichever rounding
+    # mode the conversion uses) plus the float32 accumulation error (sums of <= 32 O(1) terms, < 1e-4)
+    g = torch.Generator().manual_seed(0)
+    B, C, groups = 2, 12, 4
+    shape = (B, C, 3, 5)
+    x = (2 * torch.randn(shape, generator=g)).to(dtype).requires_grad_()
+    w = torch.randn(C, generator=g).to(dtype).requires_grad_()
+    b = torch.randn(C, generator=g).to(dtype).requires_grad_()
+    e = torch.randn(B, 2 * C, generator=g).to(dtype).requires_grad_()
+    dy = torch.randn(shape, generator=g).to(dtype)
+    sc, sh = e.chunk(2, dim=1)
+    out = nn.groupnorm_film_silu(x, groups, w, b, sc, sh, backend="triton")
+    grads = torch.autograd.grad(out, [x, w, b, e], dy)
+    ref_leaves = [t.detach().float().requires_grad_() for t in (x, w, b, e)]
+    rsc, rsh = ref_leaves[3].chunk(2, dim=1)
+    ref = groupnorm_film_silu_reference(ref_leaves[0], groups, ref_leaves[1], ref_leaves[2], rsc, rsh)
+    ref_grads = torch.autograd.grad(ref, ref_leaves, dy.float())
+    eps = torch.finfo(dtype).eps
+    for got, want in zip((out, *grads), (ref, *ref_grads), strict=True):
+        assert got.dtype == dtype
+        err = (got.float() - want.detach()).abs()
+        assert bool((err <= eps * want.detach().abs() + 1e-4).all()), float(err.max())
+
+
+@pytest.mark.triton
+def test_groupnorm_film_silu_triton_empty_batch():
+    x, w, b, e, leaves, dy = _gn_case((0, 8, 4, 4), 4, True, True, True)
+    sc, sh = _film(e, 8, True)
+    out = nn.groupnorm_film_silu(x, 4, w, b, sc, sh, backend="triton")
+    assert out.shape == x.shape
+    grads = torch.autograd.grad(out, leaves, dy)
+    ref_grads = torch.autograd.grad(groupnorm_film_silu_reference(x, 4, w, b, sc, sh), leaves, dy)
+    for a, r in zip(grads, ref_grads, strict=True):
+        assert a.shape == r.shape and torch.equal(a, r)  # no sample: every gradient is zero
+
+
+def test_groupnorm_film_silu_validates_input():
+    x = torch.zeros(2, 6, 4, 4)
+    with pytest.raises(ValueError, match="num_groups must divide"):
+        nn.groupnorm_film_silu(x, 4)
+    with pytest.raises(ValueError, match="scale must have shape"):
+        nn.groupnorm_film_silu(x, 3, scale=torch.zeros(2, 3), shift=torch.zeros(2, 6))
+    with pytest.raises(TypeError, match="floating point"):
+        nn.groupnorm_film_silu(x.long(), 3)
+
+
+@pytest.mark.triton
+def test_groupnorm_film_silu_triton_refusals_name_the_reason():
+    from iclr25.core.triton import BackendUnavailableError
+
+    x = torch.randn(2, 6, 4, 4, dtype=torch.float64)
+    with pytest.raises(BackendUnavailableError, match="dtype"):
+        nn.groupnorm_film_silu(x, 3, backend="triton")
+    with pytest.raises(BackendUnavailableError, match="pairs"):
+        nn.groupnorm_film_silu(x.float(), 3, scale=torch.zeros(2, 6), backend="triton")
+    ref = groupnorm_film_silu_reference(x, 3, None, None, None, None)
+    assert torch.equal(nn.groupnorm_film_silu(x, 3), ref)  # auto runs the reference
+
+
+def test_store_processor_respects_context_mask():
+    torch.manual_seed(0)
+    net = nn.UNet2D(1, 1, ch=16, context_dim=8).double()
+    x, t, c = torch.randn(2, 1, 8, 8).double(), torch.zeros(2).double(), torch.randn(2, 5, 8).double()
+    mask = torch.tensor([[True, True, False, False, False], [True] * 5])
+    ref = net(x, t, context=c, context_mask=mask)
+    stores = {k: nn.StoreAttnProcessor() for k in net.attn_processors}
+    net.set_attn_processor(stores)
+    assert (net(x, t, context=c, context_mask=mask) - ref).abs().max() < 1e-6
+    cross = [p.maps for k, p in stores.items() if ".attn2." in k]
+    assert cross and all(m.shape[-1] == 5 for m in cross)
+    for m in cross:  # masked keys get exactly zero attention; rows still sum to one
+        assert torch.equal(m[0, ..., 2:], torch.zeros_like(m[0, ..., 2:])) and bool((m[1, ..., 2:] > 0).all())
+        assert torch.allclose(m.sum(-1), torch.ones((), dtype=torch.float64))
+
+
+def test_resblock_additive_embedding_matches_module_composition():
+    # film=False: the projected embedding is added after the first conv (DDPM style), no scale-shift
+    torch.manual_seed(0)
+    blk = nn.ResBlock(8, 16, 12, film=False)
+    x, emb = torch.randn(2, 8, 4, 4), torch.randn(2, 12)
+    silu = torch.nn.functional.silu
+    h = blk.conv1(silu(blk.norm1(x))) + blk.emb_proj(silu(emb))[:, :, None, None]
+    expect = blk.skip(x) + blk.conv2(silu(blk.norm2(h)))
+    assert torch.allclose(blk(x, emb), expect, atol=1e-6)
+    assert nn.UNet2D(1, 1, ch=16, film=False)(torch.randn(2, 1, 8, 8), torch.zeros(2)).shape == (2, 1, 8, 8)
+
+
+def test_unet_default_class_label_is_the_null_class():
+    # label num_classes is the null class (CFG's unconditional pass); omitting class_labels uses it
+    torch.manual_seed(0)
+    net = nn.UNet2D(1, 1, ch=16, num_classes=3)
+    x, t = torch.randn(2, 1, 8, 8), torch.zeros(2)
+    assert torch.equal(net(x, t), net(x, t, class_labels=torch.full((2,), 3)))
+    assert (net(x, t) - net(x, t, class_labels=torch.zeros(2, dtype=torch.long))).abs().max() > 1e-4
+    with pytest.raises(ValueError, match="class_labels batch"):
+        net(x, t, class_labels=torch.zeros(3, dtype=torch.long))
+    with pytest.raises(ValueError, match="t must be a scalar"):
+        net(x, torch.zeros(3))
+
+
+@pytest.mark.parametrize("px", [16, 32])
+def test_video_unet_shape_preserved(px):
+    torch.manual_seed(0)
+    net = nn.VideoUNet(1, 1, ch=16, ch_mult=(1, 2), attn_resolutions=(px // 2,))
+    x = torch.randn(1, 1, 2, px, px)
+    assert net(x, torch.tensor([0.3])).shape == x.shape
+
+
+def test_video_unet_context_only_with_context_dim_and_bad_input():
+    torch.manual_seed(0)
+    x, t = torch.randn(2, 1, 3, 8, 8), torch.zeros(2)
+    c1, c2 = torch.randn(2, 4, 8), torch.randn(2, 4, 8)
+    plain = nn.VideoUNet(1, 1, ch=16, ch_mult=(1, 2))
+    assert torch.equal(plain(x, t, context=c1), plain(x, t, context=c2))
+    cond = nn.VideoUNet(1, 1, ch=16, ch_mult=(1, 2), context_dim=8)
+    assert (cond(x, t, context=c1) - cond(x, t, context=c2)).abs().max() > 1e-4
+    with pytest.raises(ValueError, match=r"\(B, C, F, H, W\)"):
+        cond(torch.zeros(2, 1, 8, 8), t)
+    with pytest.raises(ValueError, match="context batch"):
+        cond(x, t, context=torch.zeros(3, 4, 8))
+    with pytest.raises(TypeError, match="floating point"):
+        cond(x.long(), t)
+    with pytest.raises(ValueError, match="t must be a scalar"):
+        cond(x, torch.zeros(3))
+    assert cond(x[:0], t[:0], context=c1[:0]).shape == (0, 1, 3, 8, 8)  # empty batch
+    with pytest.raises(ValueError, match="max_frames"):
+        nn.VideoUNet(1, 1, ch=16, ch_mult=(1, 2), max_frames=2)(x, t)
+    sinus = nn.VideoUNet(1, 1, ch=16, ch_mult=(1, 2), max_frames=2, temporal_pos="sinusoidal")
+    assert sinus(x, t).shape == x.shape  # sinusoidal frame positions have no length limit
+
+
+def test_temporal_attention_positions_and_zero_init():
+    # attention over frames is permutation-equivariant; the frame position embedding is what breaks it
+    torch.manual_seed(0)
+    f, perm = 4, [2, 0, 3, 1]
+    x = torch.randn(2 * f, 8, 2, 2)
+
+    def permute(v):
+        return v.reshape(2, f, 8, 2, 2)[:, perm].reshape(2 * f, 8, 2, 2)
+
+    for pos in ("learned", "sinusoidal"):
+        ta = nn.TemporalAttention(8, heads=2, pos=pos)
+        assert (ta(permute(x), f) - permute(ta(x, f))).abs().max() > 1e-4
+    ta = nn.TemporalAttention(8, heads=2, pos="learned")
+    with torch.no_grad():
+        ta.pos_emb.zero_()
+    assert torch.allclose(ta(permute(x), f), permute(ta(x, f)), atol=1e-6)
+    assert torch.equal(nn.TemporalAttention(8, heads=2, zero_init=True)(x, f), x)  # starts as the identity
+    with pytest.raises(ValueError, match="divisible"):
+        ta(x, 3)
+    with pytest.raises(ValueError, match="pos"):
+        nn.TemporalAttention(8, pos="rotary")
+
+
+@pytest.mark.triton
+@pytest.mark.parametrize("layout", ["strided_channels", "mixed_row_strides"])
+def test_groupnorm_film_silu_triton_film_layouts(layout):
+    # the kernel reads scale/shift by (row stride, unit channel stride): a view with a non-unit channel
+    # stride is copied, and scale/shift with different row strides are both made contiguous
+    x, w, b, e, leaves, dy = _gn_case((2, 8, 3, 3), 4, True, True, True)
+    if layout == "strided_channels":
+        sc, sh = e[:, 0::2], e[:, 1::2]
+    else:
+        sc, sh = e[:, :8], e[:, 8:].contiguous()
+    out = nn.groupnorm_film_silu(x, 4, w, b, sc, sh, backend="triton")
+    ref = groupnorm_film_silu_reference(x, 4, w, b, sc, sh)
+    assert torch.allclose(out, ref, atol=1e-5, rtol=0)
+    for a, r in zip(torch.autograd.grad(out, leaves, dy), torch.autograd.grad(ref, leaves, dy), strict=True):
+        assert torch.allclose(a, r, atol=1e-5, rtol=1e-5), float((a - r).abs().max())
+
+
+@pytest.mark.triton
+def test_unet_triton_backend_matches_reference():
+    # set_backend switches every fused pre-activation (ResBlocks and norm_out) of the whole UNet;
+    # one level keeps the interpreter run short (each new shape is a new interpreted launch)
+    torch.manual_seed(0)
+    net = nn.UNet2D(1, 1, ch=16, ch_mult=(1,))
+    x, t = torch.randn(1, 1, 4, 4), torch.tensor([0.1])
+    runs = []
+    for be in ("reference", "triton"):
+        net.set_backend(be)
+        assert {m.backend for m in net.modules() if isinstance(m, (nn.ResBlock, nn.UNet2D))} == {be}
+        net.zero_grad()
+        y = net(x, t)
+        y.square().sum().backward()
+        runs.append((y.detach(), [p.grad.clone() for p in net.parameters()]))
+    assert torch.allclose(runs[0][0], runs[1][0], atol=1e-5)
+    for a, r in zip(runs[0][1], runs[1][1], strict=True):
+        assert torch.allclose(a, r, atol=1e-4, rtol=1e-4), float((a - r).abs().max())
+
+
+def test_deterministic_autoencoder_and_kl_term():
+    torch.manual_seed(0)
+    x = torch.randn(3, 1, 8, 8)
+    ae = nn.TinyAutoencoder(1, 2, down=1)
+    z = ae.encode(x)
+    assert z.shape == (3, 2, 4, 4) and torch.equal(ae.encode(x, sample=True), z)  # no noise without kl
+    assert torch.allclose(ae.loss(x), (ae.decode(z) - x).pow(2).flatten(1).mean(1))
+    vae = nn.TinyAutoencoder(1, 2, down=1, kl=True, kl_weight=0.5)
+    mean, logvar = vae.encoder(x).chunk(2, dim=1)
+    kl = 0.5 * (mean.pow(2) + logvar.exp() - 1 - logvar).flatten(1).sum(1)  # KL(N(m, e^lv) || N(0, 1))
+    with torch.no_grad():
+        full = vae.loss(x, generator=torch.Generator().manual_seed(1))
+        vae.kl_weight = 0.0
+        rec = vae.loss(x, generator=torch.Generator().manual_seed(1))
+    assert torch.allclose(full - rec, 0.5 * kl.detach(), rtol=1e-5)
+    s1 = vae.encode(x, sample=True, generator=torch.Generator().manual_seed(2))
+    assert torch.equal(s1, vae.encode(x, sample=True, generator=torch.Generator().manual_seed(2)))
+    assert not torch.equal(s1, vae.encode(x))
+    with pytest.raises(TypeError, match="floating point"):
+        ae.decode(z.long())
+
+
+def test_lora_and_unet_argument_checks():
+    with pytest.raises(TypeError, match=r"nn\.Linear"):
+        nn.LoRALinear(torch.nn.Conv2d(1, 1, 1))
+    with pytest.raises(ValueError, match="rank"):
+        nn.LoRALinear(torch.nn.Linear(2, 2), rank=0)
+    net = nn.UNet2D(1, 1, ch=16, context_dim=8)
+    hits = nn.inject_lora(net, "to_q")  # a single name is accepted as well as a list
+    assert hits and all(h.endswith(".to_q") and isinstance(net.get_submodule(h), nn.LoRALinear) for h in hits)
+    x, t = torch.zeros(2, 1, 8, 8), 0.5  # a Python-number t is broadcast over the batch
+    assert net(x, t).shape == x.shape
+    with pytest.raises(ValueError, match="context must have shape"):
+        net(x, torch.zeros(2), context=torch.zeros(2, 4, 5))
+    with pytest.raises(ValueError, match="context_mask must have shape"):
+        net(x, torch.zeros(2), context=torch.zeros(2, 4, 8), context_mask=torch.ones(2, 3, dtype=torch.bool))
+    with pytest.raises(ValueError, match="x must have shape"):
+        net(torch.zeros(2, 3, 8, 8), torch.zeros(2))
+    with pytest.raises(ValueError, match="t must be finite"):
+        net(x, torch.tensor([0.0, float("nan")]))
+    with pytest.raises(ValueError, match="ch_mult"):
+        nn.UNet2D(1, 1, ch=16, ch_mult=())
+    with pytest.raises(ValueError, match=r"x must have shape \(B, 2\)"):
+        nn.MLPDenoiserNet(2)(torch.zeros(4, 3), torch.zeros(4))

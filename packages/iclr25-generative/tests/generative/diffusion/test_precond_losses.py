@@ -189,3 +189,124 @@ def test_ddpm_eps_loss_and_min_snr():
     ab = sched.alphas_cumprod[t].float()
     snr = ab / (1 - ab)
     assert torch.allclose(l5, l1 * snr.clamp(max=5.0) / snr)
+
+
+@pytest.mark.parametrize("sd", [0.5, 1.3])
+def test_edm_coefficients_closed_form_and_unit_variance_target(sd):
+    s = torch.logspace(-3, 2, 50, dtype=torch.float64)
+    c_skip, c_out, _, _ = precond.edm_coefficients(s, sd)
+    # Karras et al. 2022, App. B.6: for x0 with std sd and x = x0 + s n, the network's training target
+    # (x0 - c_skip x) / c_out has unit variance, and c_skip = sd^2 / (s^2 + sd^2) is the c_skip that
+    # minimises c_out (the variance's stationary point in c_skip)
+    target_var = ((1 - c_skip) ** 2 * sd**2 + c_skip**2 * s**2) / c_out**2
+    assert torch.allclose(target_var, torch.ones_like(s), rtol=1e-12)
+    assert torch.allclose(c_skip * (s**2 + sd**2), torch.full_like(s, sd**2), rtol=1e-12)
+    # Table 1 at s = sd: c_skip = 1/2, c_out = sd / sqrt(2), c_in = 1 / (sd sqrt(2))
+    at_sd = precond.edm_coefficients(torch.tensor([sd], dtype=torch.float64), sd)
+    for got, want in zip(at_sd, (0.5, sd / math.sqrt(2), 1 / (sd * math.sqrt(2)), math.log(sd) / 4), strict=True):
+        assert math.isclose(float(got), want, rel_tol=1e-14)
+
+
+def test_consistency_precond_coefficients():
+    # Song et al. 2023, App. C: c_skip = sd^2 / ((s - smin)^2 + sd^2), c_out = (s - smin) sd / sqrt(s^2 + sd^2),
+    # with EDM's c_in and c_noise; edm_style=True is exactly EDMPrecond
+    torch.manual_seed(0)
+    net = RandomNet().double()
+    sd, smin = 0.5, 0.002
+    x = torch.randn(4, 3, dtype=torch.float64)
+    s = torch.tensor([0.01, 0.5, 2.0, 80.0], dtype=torch.float64)
+    c_skip = sd**2 / ((s - smin) ** 2 + sd**2)
+    c_out = (s - smin) * sd / (s**2 + sd**2).sqrt()
+    c_in = 1 / (s**2 + sd**2).sqrt()
+    expect = c_skip[:, None] * x + c_out[:, None] * net(c_in[:, None] * x, s.log() / 4)
+    assert torch.allclose(precond.ConsistencyPrecond(net, sd, smin)(x, s), expect, rtol=1e-12, atol=0)
+    edm_like = precond.ConsistencyPrecond(net, sd, smin, edm_style=True)
+    assert torch.equal(edm_like(x, s), precond.EDMPrecond(net, sd)(x, s))
+    with pytest.raises(ValueError, match="sigma_min"):
+        precond.ConsistencyPrecond(net, sd, 0.0)
+    with pytest.raises(ValueError, match="sigma_data"):
+        precond.EDMPrecond(net, 0.0)
+
+
+def test_cfg_uncond_value_and_shared_conditioning():
+    seen = {}
+
+    def den(x, sigma, context=None, class_labels=None, context_mask=None):
+        seen.update(labels=class_labels, mask=context_mask, sigma=sigma)
+        return x * 0 + context.mean(dim=(1, 2))[:, None] + class_labels[:, None]
+
+    b = 3
+    c, u = torch.full((b, 4, 5), 2.0), torch.full((1, 4, 5), -1.0)
+    labels, mask = torch.tensor([0.0, 1.0, 2.0]), torch.ones(b, 4, dtype=torch.bool)
+    sig = torch.tensor([1.0, 2.0, 3.0])
+    cfg = precond.CFGDenoiser(den, 1.5, uncond_value=u)
+    out = cfg(torch.zeros(b, 2), sig, context=c, class_labels=labels, context_mask=mask)
+    # D_u = -1 + label, D_c = 2 + label: D_u + 1.5 (D_c - D_u) = label + 3.5
+    assert torch.allclose(out, (labels + 3.5)[:, None].expand(b, 2))
+    # the other per-sample conditioning goes to both halves of the batched call
+    assert torch.equal(seen["labels"], torch.cat([labels, labels])) and seen["mask"].shape == (2 * b, 4)
+    assert torch.equal(seen["sigma"], torch.cat([sig, sig]))
+    with pytest.raises(ValueError, match="uncond_value"):
+        precond.CFGDenoiser(den, 1.5, uncond_value=torch.zeros(1, 3, 5))(torch.zeros(b, 2), 1.0, context=c)
+    with pytest.raises(ValueError, match="needs the conditioning argument"):
+        cfg(torch.zeros(b, 2), 1.0, class_labels=labels)
+    with pytest.raises(TypeError, match="context must be a tensor"):
+        cfg(torch.zeros(b, 2), 1.0, context=[1, 2, 3])
+
+
+def test_precond_rejects_conditioning_batch_mismatch():
+    d = precond.EDMPrecond(RandomNet())
+    with pytest.raises(ValueError, match="context batch"):
+        d(torch.zeros(2, 3), 1.0, context=torch.zeros(3, 4, 5))
+    with pytest.raises(ValueError, match="class_labels batch"):
+        d(torch.zeros(2, 3), 1.0, class_labels=torch.zeros(3, dtype=torch.long))
+
+
+def test_eps_vp_denoiser_timesteps_and_bad_sigma():
+    sched = schedules.VPSchedule("linear", 1000)
+    seen = []
+
+    def eps_net(x_vp, t):
+        seen.append(t)
+        return torch.zeros_like(x_vp)
+
+    x = torch.randn(2, 3, dtype=torch.float64)
+    nearest = precond.EpsVPDenoiser(eps_net, sched, nearest_t=True)
+    assert torch.equal(nearest(x, sched.sigmas[[5, 321]]), x)  # eps = 0: D = x
+    assert seen[-1].dtype == torch.int64 and seen[-1].tolist() == [5, 321]
+    mid = (0.3 * sched.sigmas[10].log() + 0.7 * sched.sigmas[11].log()).exp()
+    precond.EpsVPDenoiser(eps_net, sched)(x[:1], mid)
+    assert abs(float(seen[-1][0]) - 10.7) < 1e-5  # interpolated in log sigma
+    nearest(x[:1], mid)
+    assert seen[-1].tolist() == [11]
+    for d in (nearest, precond.VDenoiser(eps_net, sched)):
+        with pytest.raises(ValueError, match="sigma must be > 0"):
+            d(x, 0.0)
+        with pytest.raises(ValueError, match="sigma must be finite"):
+            d(x, float("nan"))
+        assert d(x[:0], 1.0).shape == (0, 3)
+
+
+def test_losses_bad_input_and_empty_batch():
+    den = precond.EDMPrecond(RandomNet())
+    sched = schedules.VPSchedule("linear", 100)
+    zero = lambda x, t: torch.zeros_like(x)  # noqa: E731
+    assert losses.edm_loss(den, torch.zeros(0, 3)).shape == (0,)
+    loss, x0_hat = losses.ddpm_eps_loss(zero, torch.zeros(0, 3), sched)
+    assert loss.shape == (0,) and x0_hat.shape == (0, 3)
+    assert losses.edm_loss(lambda x, s: x, torch.zeros(5)).shape == (5,)  # (B,) data: one value per sample
+    for fn in (lambda x: losses.edm_loss(den, x), lambda x: losses.ddpm_eps_loss(zero, x, sched)):
+        with pytest.raises(TypeError, match="floating point"):
+            fn(torch.zeros(2, 3, dtype=torch.int64))
+        with pytest.raises(ValueError, match="x0 must be finite"):
+            fn(torch.tensor([[0.0, float("nan"), 0.0]]))
+
+
+def test_x0_eps_helpers_invert_the_forward_process():
+    g = torch.Generator().manual_seed(0)
+    x0, eps = torch.randn(4, 3, generator=g, dtype=torch.float64), torch.randn(4, 3, generator=g, dtype=torch.float64)
+    ab = torch.tensor([0.9, 0.5, 0.1, 1e-3], dtype=torch.float64)
+    x_t = ab.sqrt()[:, None] * x0 + (1 - ab).sqrt()[:, None] * eps
+    assert torch.allclose(losses.x0_from_eps(x_t, eps, ab), x0, rtol=0, atol=1e-12)
+    assert torch.allclose(losses.eps_from_x0(x_t, x0, ab), eps, rtol=0, atol=1e-12)
+    assert torch.allclose(losses.eps_from_x0(x_t[:1], x0[:1], 0.9), eps[:1], rtol=0, atol=1e-12)  # scalar ab

@@ -253,3 +253,226 @@ def test_bad_inputs(gauss):
     with pytest.raises(ValueError, match="sigmas"):
         samplers.consistency_sample(gauss, (2, 1), sigmas=(0.001,))
     assert samplers.heun_sample(gauss, torch.zeros(0, 3), sig).shape == (0, 3)
+
+
+@pytest.mark.parametrize("eta", [0.3, 1.0])
+def test_ddim_step_matches_note_formula(eps_net, eta):
+    # one step t -> t' of the note: x' = sqrt(ab') x0_hat + sqrt(1 - ab' - s^2) eps_hat + s z,
+    # s = eta sqrt((1 - ab') / (1 - ab)) sqrt(1 - ab / ab'); the Gaussian moment tests use eta = 0 only
+    sched, eps = eps_net
+    x_T = torch.randn(64, 1, generator=torch.Generator().manual_seed(6), dtype=torch.float64)
+    first = {}
+
+    def cb(i, x, sigma, x0):
+        if i == 0:
+            first["x"] = x.clone()
+
+    samplers.ddim_sample(eps, sched, x_T, steps=4, eta=eta, generator=torch.Generator().manual_seed(7), callback=cb)
+    t, t_next = sched.timesteps(4)[:2]
+    ab, ab_n = float(sched.alphas_cumprod[t]), float(sched.alphas_cumprod[t_next])
+    e = eps(x_T, torch.full((64,), t))
+    x0 = (x_T - math.sqrt(1 - ab) * e) / math.sqrt(ab)
+    s = eta * math.sqrt((1 - ab_n) / (1 - ab)) * math.sqrt(1 - ab / ab_n)
+    z = torch.randn(64, 1, generator=torch.Generator().manual_seed(7), dtype=torch.float64)
+    expect = math.sqrt(ab_n) * x0 + math.sqrt(1 - ab_n - s**2) * e + s * z
+    # float64 throughout, O(1) values: only rounding separates the two evaluations
+    assert torch.allclose(first["x"], expect, rtol=0, atol=1e-12)
+
+
+def test_ddim_eta1_equals_ddpm_ancestral(eps_net):
+    # at eta = 1 the DDIM noise s^2 = (1 - ab')/(1 - ab) (1 - ab/ab') is DDPM's beta_tilde and its mean is
+    # the posterior mean of q(x_t' | x_t, x0_hat): with the same generator both samplers draw the same
+    # noise at the same steps, so the trajectories agree to rounding (pins beta_tilde in ddpm_sample)
+    sched, eps = eps_net
+    x_T = torch.randn(500, 1, generator=torch.Generator().manual_seed(8), dtype=torch.float64)
+    a = samplers.ddim_sample(eps, sched, x_T, steps=50, eta=1.0, generator=torch.Generator().manual_seed(9))
+    b = samplers.ddpm_sample(eps, sched, x_T, steps=50, generator=torch.Generator().manual_seed(9))
+    assert torch.allclose(a, b, rtol=0, atol=1e-10), float((a - b).abs().max())
+
+
+def test_heun_churn_follows_edm_algorithm_2():
+    # EDM Algorithm 2, lines 4-6: gamma_i = min(S_churn / N, sqrt(2) - 1) inside [S_tmin, S_tmax], else 0;
+    # the first denoiser call of step i sees x_i + sqrt(hat^2 - sigma_i^2) S_noise z at hat = sigma_i (1 + gamma_i)
+    n, S_churn, S_tmin, S_tmax, S_noise = 6, 2.0, 0.05, 10.0, 1.003
+    sig = schedules.karras_sigmas(n, dtype=torch.float64).tolist()
+    calls = []
+
+    def den(x, sigma, **_):
+        calls.append((x.clone(), float(sigma[0])))
+        return gaussian_denoiser()(x, sigma)
+
+    x_T = 80.0 * torch.randn(8, 1, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    _, traj = samplers.heun_sample(
+        den, x_T, sig, S_churn=S_churn, S_tmin=S_tmin, S_tmax=S_tmax, S_noise=S_noise,
+        generator=torch.Generator().manual_seed(9), return_trajectory=True,
+    )  # fmt: skip
+    z_gen = torch.Generator().manual_seed(9)
+    churned = 0
+    for i in range(n):
+        cur, nxt = sig[i], sig[i + 1]
+        gamma = min(S_churn / n, math.sqrt(2) - 1) if S_tmin <= cur <= S_tmax else 0.0
+        x_hat, s_hat = calls.pop(0)
+        assert math.isclose(s_hat, cur * (1 + gamma), rel_tol=1e-15)
+        if gamma > 0:
+            churned += 1
+            z = torch.randn(x_hat.shape, generator=z_gen, dtype=torch.float64)
+            expect = traj[i] + math.sqrt(s_hat**2 - cur**2) * S_noise * z
+            assert torch.allclose(x_hat, expect, rtol=0, atol=1e-12)
+        else:
+            assert torch.equal(x_hat, traj[i])  # no noise drawn outside [S_tmin, S_tmax]
+        if nxt > 0:  # second-order correction evaluated at sigma_{i+1}, skipped on the last step
+            assert calls.pop(0)[1] == nxt
+    assert not calls and 0 < churned < n
+
+
+def test_consistency_sample_renoises_to_each_sigma():
+    # Song et al. 2023, Algorithm 1: x = f(s_0 z, s_0), then f(x + sqrt(s_i^2 - s_min^2) z_i, s_i)
+    sigmas, smin = (80.0, 2.0, 0.5), 0.002
+    inputs = []
+
+    def f(x, sigma, **_):
+        inputs.append((x.clone(), sigma.clone()))
+        return torch.full_like(x, 0.25)
+
+    g = torch.Generator().manual_seed(3)
+    out = samplers.consistency_sample(f, (5, 2), sigmas=sigmas, sigma_min=smin, generator=g, dtype=torch.float64)
+    g = torch.Generator().manual_seed(3)
+    for i, (s, (x_in, s_in)) in enumerate(zip(sigmas, inputs, strict=True)):
+        z = torch.randn(5, 2, generator=g, dtype=torch.float64)
+        expect = s * z if i == 0 else 0.25 + math.sqrt(s**2 - smin**2) * z
+        assert torch.allclose(x_in, expect, rtol=0, atol=1e-12)
+        assert torch.equal(s_in, torch.full((5,), s, dtype=torch.float64))
+    assert torch.equal(out, torch.full((5, 2), 0.25, dtype=torch.float64))
+
+
+def _exact_consistency(x, sigma, **_):
+    # PF-ODE solution map of N(MU, S^2) from sigma to 0
+    return MU + S / (S**2 + sigma.reshape(-1, 1) ** 2).sqrt() * (x - MU)
+
+
+def _run_sampler(name, eps_net, callback=None):
+    sched, eps = eps_net
+    x = torch.randn(4, 1, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    g = torch.Generator().manual_seed(1)
+    sig = schedules.karras_sigmas(5, dtype=torch.float64)
+    if name == "euler":
+        return samplers.euler_sample(gaussian_denoiser(), 80 * x, sig, callback=callback)
+    if name == "heun":
+        return samplers.heun_sample(gaussian_denoiser(), 80 * x, sig, callback=callback)
+    if name == "ddim":
+        return samplers.ddim_sample(eps, sched, x, steps=5, eta=0.5, generator=g, callback=callback)
+    if name == "ddpm":
+        return samplers.ddpm_sample(eps, sched, x, steps=5, generator=g, callback=callback)
+    sigmas = (80.0, 2.0, 0.5, 0.1, 0.05)
+    return samplers.consistency_sample(
+        _exact_consistency, (4, 1), sigmas=sigmas, generator=g, dtype=torch.float64, callback=callback
+    )
+
+
+@pytest.mark.parametrize("name", ["euler", "heun", "ddim", "ddpm", "consistency"])
+def test_callback_contract_every_sampler(name, eps_net):
+    # callback(i, x, sigma, x0_hat) after every step with the new VE noise level; a returned tensor
+    # replaces x (the guidance hook of DPS-style solvers)
+    seen = []
+    base = _run_sampler(name, eps_net, lambda i, x, s, x0: seen.append((i, float(s), x.shape, x0.shape)))
+    assert [v[0] for v in seen] == list(range(5))
+    sig = [v[1] for v in seen]
+    assert all(a > b for a, b in itertools.pairwise(sig))
+    assert sig[-1] == (0.05 if name == "consistency" else 0.0)
+    assert all(v[2] == base.shape and v[3] == base.shape for v in seen)
+    last = _run_sampler(name, eps_net, lambda i, x, s, x0: torch.full_like(x, 7.0) if i == 4 else None)
+    assert torch.equal(last, torch.full_like(base, 7.0))
+    shifted = _run_sampler(name, eps_net, lambda i, x, s, x0: x + 1.0 if i == 0 else None)
+    assert float((shifted - base).abs().min()) > 1e-6  # the replacement feeds the later steps
+
+
+def test_clip_x0_bounds_ddim_and_ddpm(eps_net):
+    sched, eps = eps_net
+    x_T = torch.randn(500, 1, generator=torch.Generator().manual_seed(4), dtype=torch.float64)
+    runs = (
+        lambda **k: samplers.ddim_sample(eps, sched, x_T, steps=20, **k),
+        lambda **k: samplers.ddpm_sample(eps, sched, x_T, steps=20, generator=torch.Generator().manual_seed(1), **k),
+    )
+    for run in runs:
+        x0s = []
+
+        def keep(i, x, sigma, x0, x0s=x0s):
+            x0s.append(x0)
+
+        out = run(clip_x0=0.2, callback=keep)
+        # every x0_hat is clamped, and the last step to ab = 1 returns x0_hat itself
+        assert all(float(v.abs().max()) <= 0.2 for v in x0s) and float(out.abs().max()) <= 0.2
+        plain = run()
+        assert float(plain.abs().max()) > 0.2  # the clamp was active
+        assert torch.allclose(run(clip_x0=1e6), plain, rtol=0, atol=1e-10)  # inactive clamp: same sampler
+
+
+def test_vp_schedule_cosine_closed_form_and_grid():
+    T, s = 1000, 0.008
+    cos = schedules.VPSchedule("cosine", T)
+
+    def f(t):
+        return math.cos((t / T + s) / (1 + s) * math.pi / 2) ** 2
+
+    # alphas_cumprod[i] is ab at step i + 1 of Nichol & Dhariwal (Eq. 17); only the final beta
+    # (ab -> 0 at t = T) reaches the 0.999 clip. cumprod of 1 000 float64 factors: rounding ~1e-13
+    expect = torch.tensor([f(i + 1) / f(0) for i in range(T)], dtype=torch.float64)
+    assert torch.allclose(cos.alphas_cumprod[:-1], expect[:-1], rtol=1e-10, atol=0)
+    assert float(cos.betas[-1]) == 0.999 and float(cos.betas[:-1].max()) < 0.999
+    # the schedule's own noise levels map back to their integer steps, fractional in between
+    for sch in (cos, schedules.VPSchedule("linear", T)):
+        k = torch.tensor([0, 5, 321, 999])
+        assert torch.equal(sch.t_from_sigma(sch.sigmas[k]), k.float())
+        assert torch.equal(sch.t_from_sigma(sch.sigmas[k], nearest=True), k)
+        assert torch.allclose(sch.alpha_bar(k), sch.alphas_cumprod[k], rtol=1e-12)
+        mid = (0.3 * sch.sigmas[10].log() + 0.7 * sch.sigmas[11].log()).exp()
+        assert abs(float(sch.t_from_sigma(mid)) - 10.7) < 1e-5
+    for bad, match in (
+        (lambda: schedules.VPSchedule("quadratic"), "kind"),
+        (lambda: schedules.VPSchedule("linear", T=1), "T must"),
+        (lambda: schedules.VPSchedule().timesteps(0), "steps"),
+        (lambda: schedules.karras_sigmas(0), "n must"),
+        (lambda: schedules.karras_sigmas(5, rho=0.0), "rho"),
+    ):
+        with pytest.raises(ValueError, match=match):
+            bad()
+
+
+def test_sampler_bad_inputs_and_empty_batches(gauss, eps_net):
+    sched, eps = eps_net
+    x = torch.zeros(2, 1)
+    for sig in ([80.0], [80.0, float("nan"), 0.0], [80.0, -1.0], [80.0, 0.0, 0.0]):
+        with pytest.raises(ValueError, match="sigmas"):
+            samplers.euler_sample(gauss, x, sig)
+    with pytest.raises(ValueError, match="S_churn"):
+        samplers.heun_sample(gauss, x, [1.0, 0.0], S_churn=-1.0)
+    with pytest.raises(ValueError, match="eta"):
+        samplers.ddim_sample(eps, sched, x, steps=5, eta=-0.1)
+    with pytest.raises(TypeError, match="floating point"):
+        samplers.ddim_sample(eps, sched, x.long(), steps=5)
+    with pytest.raises(ValueError, match="x0 must be finite"):
+        samplers.ddim_invert(eps, sched, torch.full((2, 1), float("nan")), steps=5)
+    with pytest.raises(ValueError, match="x_T must be finite"):
+        samplers.ddpm_sample(eps, sched, torch.full((2, 1), float("inf")), steps=5)
+    for sigmas in ((float("inf"),), (2.0, 5.0)):
+        with pytest.raises(ValueError, match="sigmas"):
+            samplers.consistency_sample(gauss, (2, 1), sigmas=sigmas)
+    empty = torch.zeros(0, 3, dtype=torch.float64)
+    assert samplers.euler_sample(gauss, empty, [1.0, 0.0]).shape == (0, 3)
+    assert samplers.ddim_sample(eps, sched, empty, steps=5, eta=1.0).shape == (0, 3)
+    assert samplers.ddim_invert(eps, sched, empty, steps=5).shape == (0, 3)
+    assert samplers.ddpm_sample(eps, sched, empty, steps=5).shape == (0, 3)
+    assert samplers.consistency_sample(_exact_consistency, (0, 1), sigmas=(80.0, 1.0)).shape == (0, 1)
+
+
+def test_trajectories_hold_every_step(gauss, eps_net):
+    sched, eps = eps_net
+    x = torch.randn(3, 1, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    sig = schedules.karras_sigmas(4, dtype=torch.float64)
+    for out, traj in (
+        samplers.euler_sample(gauss, 80 * x, sig, return_trajectory=True),
+        samplers.ddim_sample(eps, sched, x, steps=4, return_trajectory=True),
+        samplers.ddim_invert(eps, sched, x, steps=4, return_trajectory=True),
+    ):
+        assert len(traj) == 5 and torch.equal(traj[-1], out)
+    assert torch.equal(samplers.ddim_invert(eps, sched, x, steps=4, return_trajectory=True)[1][0], x)

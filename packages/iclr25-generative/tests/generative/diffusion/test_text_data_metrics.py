@@ -137,3 +137,107 @@ def test_train_reduces_loss():
     assert hist["loss"][-1] < 1e-3 < hist["loss"][0]
     with pytest.raises(ValueError, match="steps"):
         training.train(model, loss_fn, xs, steps=-1)
+
+
+def test_lookup_text_encoder_pooled_is_normalised_masked_mean():
+    enc = text.LookupTextEncoder(["a", "digit", "three"], dim=8)
+    prompts = ["a digit three", "digit"]
+    h, _ = enc.encode_tokens(prompts)
+    pooled = enc.encode_pooled(prompts)
+    expect = torch.stack([h[0].mean(0), h[1, 0]])  # padding tokens excluded from the mean
+    assert torch.allclose(pooled, torch.nn.functional.normalize(expect, dim=-1), atol=1e-6)
+
+
+def test_ema_power_function_profile_and_buffers():
+    # EDM2 power-function EMA, beta_t = (1 - 1/t)^(gamma + 1): gamma = 0 is the running mean of all
+    # iterates, gamma = 1 weights iterate i by (2i - 1) (the sum of those weights up to t is t^2)
+    vals = [0.5, -1.0, 2.0, 4.0, 3.0]
+    for gamma, weights in ((0.0, [1, 1, 1, 1, 1]), (1.0, [1, 3, 5, 7, 9])):
+        model = torch.nn.Sequential(torch.nn.Linear(1, 1, bias=False), torch.nn.BatchNorm1d(1))
+        ema = training.EMA(model, gamma=gamma)
+        for v in vals:
+            with torch.no_grad():
+                model[0].weight.fill_(v)
+                model[1].running_mean.fill_(v)
+            ema.update(model)
+        expect = sum(w * v for w, v in zip(weights, vals, strict=True)) / sum(weights)
+        assert math.isclose(float(ema.model[0].weight), expect, rel_tol=1e-6)
+        assert float(ema.model[1].running_mean) == vals[-1]  # buffers are copied, not averaged
+    with pytest.raises(ValueError, match="decay"):
+        training.EMA(model, decay=1.0)
+
+
+def test_train_data_sources_reproducibility_and_hooks():
+    xs = torch.linspace(-1, 1, 64)[:, None]
+
+    def loss_fn(m, x, g):
+        return (m(x) - (3 * x + 1)).pow(2).squeeze(1)
+
+    def run(data, steps=20, **kw):
+        torch.manual_seed(0)
+        model = torch.nn.Linear(1, 1)
+        return model, training.train(model, loss_fn, data, steps=steps, lr=1e-2, batch_size=8, seed=3, **kw)
+
+    assert run(xs)[1]["loss"] == run(xs)[1]["loss"]  # same seed, same minibatches: bit-identical
+    drawn = []
+
+    def sample(g):
+        drawn.append(g)
+        return xs[torch.randint(0, 64, (8,), generator=g)]
+
+    run(sample)
+    assert len(drawn) == 20 and all(g is drawn[0] for g in drawn)  # a callable gets the seeded generator
+    seen = []
+    batches = [xs[:8], xs[8:16], xs[16:24]]
+
+    def record(m, x, g):
+        seen.append(float(x[0, 0]))
+        return loss_fn(m, x, g)
+
+    training.train(torch.nn.Linear(1, 1), record, batches, steps=7)  # an iterable of batches is cycled
+    assert seen == [float(b[0, 0]) for b in batches] * 2 + [float(batches[0][0, 0])]
+    calls = []
+    model = torch.nn.Linear(1, 1)
+    ema = training.EMA(model, decay=0.5)
+    hist = training.train(model, loss_fn, xs, steps=5, lr=1e-2, ema=ema, callback=lambda s, v: calls.append((s, v)))
+    assert ema.steps == 5 and calls == list(enumerate(hist["loss"]))
+    # Adam's first step moves each weight by lr * g / (|g| + 1e-8) ~ lr: warm-up divides it by `warmup`
+    for warmup, lr in ((0, 0.1), (4, 0.025)):
+        model = torch.nn.Linear(1, 1)
+        w0 = model.weight.detach().clone()
+        training.train(model, loss_fn, xs, steps=1, lr=0.1, warmup=warmup, grad_clip=None)
+        assert math.isclose(float((model.weight.detach() - w0).abs()), lr, rel_tol=1e-4)
+    with pytest.raises(FloatingPointError, match="non-finite"):
+        training.train(model, lambda m, x, g: m(x).sum() * float("nan"), xs, steps=1)
+    with pytest.raises(TypeError, match="data_iter"):
+        training.train(model, loss_fn, 3, steps=1)
+    with pytest.raises(ValueError, match="at least one example"):
+        training.train(model, loss_fn, xs[:0], steps=1)
+    with pytest.raises(ValueError, match="no batches"):
+        training.train(model, loss_fn, [], steps=1)
+    with pytest.raises(ValueError, match="lr"):
+        training.train(model, loss_fn, xs, steps=1, lr=0.0)
+
+
+# an untrained net has dead ReLU features: their covariance is singular and sqrtm says so
+@pytest.mark.filterwarnings("ignore:Matrix is singular")
+def test_digits_metrics_with_a_given_feature_net():
+    torch.manual_seed(0)
+    net = metrics.DigitsFeatureNet().eval()
+    x = data.digits(8, "test").images[:200]
+    y = data.digits(8, "train").images[:200]
+    with torch.no_grad():
+        fd = metrics.frechet_distance(net.features(x), net.features(y))
+        labels = net(x).argmax(1)
+    assert metrics.digits_fd(x, y, net) == fd > 0
+    assert metrics.class_accuracy(x, labels, net) == 1.0
+    # 16-px inputs are area-resized to 8x8: a nearest 2x upsampling comes back exactly
+    up = torch.nn.functional.interpolate(x, scale_factor=2.0, mode="nearest")
+    assert metrics.class_accuracy(up, labels, net) == 1.0
+    g = torch.Generator().manual_seed(0)
+    a = torch.randn(600, 2, generator=g, dtype=torch.float64)
+    c = torch.tensor([3.0, 4.0], dtype=torch.float64)
+    # unequal sample sizes compare quantile functions on a common grid: still SW2 = |c| / sqrt(2)
+    assert math.isclose(
+        float(metrics.sliced_wasserstein(a, a[::2] + c, n_proj=2000, generator=g)), 5 / 2**0.5, rel_tol=0.02
+    )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -11,6 +12,11 @@ from ._checks import bcast, check_finite, check_float
 from .schedules import VPSchedule
 
 __all__ = ["ddpm_eps_loss", "edm_loss", "eps_from_x0", "x0_from_eps"]
+
+
+def _per_sample_mean(v: torch.Tensor) -> torch.Tensor:
+    # (B, ...) -> (B,); explicit row size so an empty batch gives (0,) (reshape(0, -1) is ambiguous)
+    return v.reshape(v.shape[0], math.prod(v.shape[1:])).mean(1)
 
 
 def edm_loss(
@@ -44,7 +50,7 @@ def edm_loss(
     n = torch.randn(x0.shape, generator=generator, device=x0.device, dtype=x0.dtype) * bcast(sigma, x0)
     d = denoiser(x0 + n, sigma, **(cond or {}))
     weight = (sigma**2 + sigma_data**2) / (sigma * sigma_data) ** 2
-    return weight * (d - x0).pow(2).reshape(b, -1).mean(1)
+    return weight * _per_sample_mean((d - x0).pow(2))
 
 
 def x0_from_eps(x_t: torch.Tensor, eps: torch.Tensor, ab: torch.Tensor) -> torch.Tensor:
@@ -87,7 +93,7 @@ def ddpm_eps_loss(
     eps = torch.randn(x0.shape, generator=generator, device=x0.device, dtype=x0.dtype)
     x_t = bcast(ab.sqrt(), x0) * x0 + bcast((1 - ab).sqrt(), x0) * eps
     eps_hat = eps_net(x_t, t, **(cond or {}))
-    loss = (eps_hat - eps).pow(2).reshape(b, -1).mean(1)
+    loss = _per_sample_mean((eps_hat - eps).pow(2))
     if min_snr_gamma is not None:
         snr = ab / (1 - ab)
         loss = loss * snr.clamp(max=min_snr_gamma) / snr

@@ -227,9 +227,17 @@ class CFGDenoiser(nn.Module):
         if self.uncond_key not in cond:
             raise ValueError(f"CFGDenoiser needs the conditioning argument {self.uncond_key!r}; got {sorted(cond)}")
         c = cond[self.uncond_key]
+        if not isinstance(c, torch.Tensor):
+            raise TypeError(f"{self.uncond_key} must be a tensor for CFGDenoiser, got {type(c).__name__}")
         check_batch(self.uncond_key, c, b)
         u = torch.zeros_like(c) if self.uncond_value is None else self.uncond_value.to(c.device, c.dtype)
-        u = u.expand_as(c) if u.dim() == c.dim() else u.expand(c.shape)
+        try:
+            u = u.expand(c.shape)
+        except RuntimeError as e:
+            raise ValueError(
+                f"uncond_value of shape {tuple(u.shape)} does not broadcast to {self.uncond_key}'s shape "
+                f"{tuple(c.shape)} (pad the unconditional embedding to the same length)"
+            ) from e
         both: dict[str, Any] = {}
         for k, v in cond.items():
             if k == self.uncond_key:
