@@ -155,6 +155,21 @@ def test_generate_greedy_cache_matches_recompute():
     assert torch.equal(k1, a)
 
 
+def test_generate_bad_input():
+    m = TinyLlama(TinyLlamaConfig(d_model=16, n_layers=1, n_heads=2))
+    prompt = torch.tensor([1, 2])
+    with pytest.raises(ValueError, match="non-empty"):
+        generate(m, torch.zeros(0, dtype=torch.long), 3)
+    with pytest.raises(ValueError, match="max_new_tokens"):
+        generate(m, prompt, -1)
+    with pytest.raises(ValueError, match="temperature"):
+        generate(m, prompt, 3, temperature=-1.0)
+    with pytest.raises(ValueError, match="top_k"):
+        generate(m, prompt, 3, top_k=0)
+    with pytest.raises(ValueError, match="max id 255"):
+        generate(m, torch.tensor([1, 999]), 3)
+
+
 def test_generate_on_hf_model_matches_tinyllama():
     pytest.importorskip("transformers")
     torch.manual_seed(0)

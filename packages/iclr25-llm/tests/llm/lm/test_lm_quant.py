@@ -34,7 +34,9 @@ def test_rtn_on_grid_and_error_bound():
         # round-to-nearest: at most half a step from the original, except values clipped... none here
         assert bool(((Q - W).abs() <= scale / 2 + 1e-12).all())
     Qg = rtn(W, 3, group_size=4)
-    assert Qg.shape == W.shape
+    # each group of columns has its own grid: it is RTN of that block alone
+    assert torch.equal(Qg[:, :4], rtn(W[:, :4], 3)) and torch.equal(Qg[:, 4:], rtn(W[:, 4:], 3))
+    assert not torch.equal(Qg, rtn(W, 3))
     with pytest.raises(ValueError, match="group_size"):
         rtn(W, 3, group_size=3)
     with pytest.raises(ValueError, match="bits"):
@@ -49,6 +51,24 @@ def test_gptq_with_identity_hessian_equals_rtn():
             gptq(W, eye, MinMaxQuantizer(bits, sym)), rtn(W, bits, symmetric=sym), atol=0, rtol=0
         )
     torch.testing.assert_close(gptq(W, eye, 3, group_size=4), rtn(W, 3, group_size=4), atol=0, rtol=0)
+    # act_order permutes the columns; with H = I nothing is propagated and static groups come
+    # from the original weights, so the result is still RTN
+    for gs in (None, 4):
+        torch.testing.assert_close(
+            gptq(W, eye, 3, act_order=True, group_size=gs), rtn(W, 3, group_size=gs), atol=0, rtol=0
+        )
+
+
+def test_gptq_act_order_static_groups_stay_on_their_grids():
+    W, H = _problem(5, rows=6, cols=8)
+    Q = gptq(W, H, 3, act_order=True, group_size=4)
+    qz = MinMaxQuantizer(3)
+    for j in (0, 4):
+        scale, zero = qz.find_params(W[:, j : j + 4])  # grid fixed from the original weights
+        levels = Q[:, j : j + 4] / scale + zero
+        torch.testing.assert_close(levels, levels.round(), atol=1e-9, rtol=0)
+        assert bool((levels.round() >= 0).all() and (levels.round() <= qz.maxq).all())
+    assert not torch.equal(Q, rtn(W, 3, group_size=4))  # errors were propagated
 
 
 def _obq_reference(W, H, bits, percdamp=0.01):
@@ -122,9 +142,22 @@ def test_fake_quant_per_token():
         assert bool(((q - x).abs() <= scale / 2 + 1e-6).all())
         levels = q / scale
         torch.testing.assert_close(levels, levels.round(), atol=1e-4, rtol=0)
-    qa = fake_quant_per_token(x, 4, symmetric=False)
-    assert qa.shape == x.shape
-    # straight-through gradient
+    for bits in (1, 3):
+        qa = fake_quant_per_token(x, bits, symmetric=False)
+        lo, hi = x.amin(-1, keepdim=True), x.amax(-1, keepdim=True)
+        scale = (hi - lo) / (2**bits - 1)
+        zero = torch.round(-lo / scale)
+        levels = qa / scale + zero
+        torch.testing.assert_close(levels, levels.round(), atol=1e-4, rtol=0)
+        assert bool((levels.round() >= 0).all() and (levels.round() <= 2**bits - 1).all())
+        # float32 rounding of x / scale and back costs a few ulps of max |x| on top of half a step
+        ulps = 8 * torch.finfo(x.dtype).eps * x.abs().amax()
+        assert bool(((qa - x).abs() <= scale / 2 + ulps).all())
+    assert fake_quant_per_token(x.bfloat16(), 4).dtype == torch.bfloat16
+    # straight-through rounding: d(sum q)/dx = 1 for every element that is not its token's
+    # max |x| (the scale depends on x only through that element; nothing clips below the max)
     xr = x.clone().requires_grad_(True)
     fake_quant_per_token(xr, 8).sum().backward()
-    assert torch.isfinite(xr.grad).all() and float(xr.grad.abs().sum()) > 0
+    not_max = xr.abs() < xr.abs().amax(-1, keepdim=True)
+    torch.testing.assert_close(xr.grad[not_max], torch.ones(int(not_max.sum())), atol=1e-6, rtol=0)
+    assert torch.isfinite(xr.grad).all()

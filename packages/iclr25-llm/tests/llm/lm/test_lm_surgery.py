@@ -263,3 +263,61 @@ def _rope(m, t):
     from iclr25.llm.lm.model import rope_cos_sin
 
     return rope_cos_sin(torch.arange(t), m.config.head_dim, m.config.rope_theta)
+
+
+class _KwBlock(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.proj = nn.Linear(8, 8)
+
+    def forward(self, *, hidden_states, scale):
+        return (torch.tanh(self.proj(hidden_states)) * scale,)
+
+
+class _KwModel(nn.Module):
+    """Calls its blocks with keyword arguments only, as some HF decoders do."""
+
+    def __init__(self):
+        super().__init__()
+        self.embed = nn.Embedding(16, 8)
+        self.layers = nn.ModuleList([_KwBlock(), _KwBlock()])
+
+    def forward(self, ids, use_cache=False):
+        h = self.embed(ids)
+        for block in self.layers:
+            h = block(hidden_states=h, scale=2.0)[0]
+        return h
+
+
+def test_sequential_ptq_with_keyword_only_blocks():
+    torch.manual_seed(0)
+    model = _KwModel()
+    calib = [torch.randint(0, 16, (2, 5), generator=torch.Generator().manual_seed(1))]
+    recorded = []
+
+    def halve_then_record(i, block, run):
+        block.proj.weight.data.mul_(0.5)
+        recorded.append(run()[0])
+
+    sequential_ptq(model, halve_then_record, calib)
+    with torch.no_grad():
+        h0 = model.layers[0](hidden_states=model.embed(calib[0]), scale=2.0)[0]
+        h1 = model.layers[1](hidden_states=h0, scale=2.0)[0]
+    torch.testing.assert_close(recorded[0], h0, atol=0, rtol=0)
+    torch.testing.assert_close(recorded[1], h1, atol=0, rtol=0)
+
+
+def test_calibration_bad_input_is_rejected():
+    m = _tiny()
+    with pytest.raises(ValueError, match="calib_batches is empty"):
+        sequential_ptq(m, lambda i, block, run: None, [])
+    with pytest.raises(ValueError, match="no inputs reached"):
+        hessians(m, ["model.layers.0.mlp.down_proj"], [])
+    with pytest.raises(TypeError, match="decoder blocks of Sequential"):
+        decoder_layers(nn.Sequential(nn.Linear(2, 2)))
+    with pytest.raises(TypeError, match="include"):
+        list(iter_linears(m, include=[3]))
+    with pytest.raises(TypeError, match="factory must be callable"):
+        replace_linears(m, None)
+    with pytest.raises(TypeError, match="calibration batches"):
+        capture_inputs(m, ["lm_head"], [3])
