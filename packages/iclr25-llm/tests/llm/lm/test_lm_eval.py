@@ -1,10 +1,12 @@
 import math
+import warnings
 
 import pytest
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from iclr25.llm.lm._kv_compat import cache_kwarg, returned_cache
 from iclr25.llm.lm.eval import (
     choice_accuracy,
     cloze_from_corpus,
@@ -181,8 +183,42 @@ def test_generate_on_hf_model_matches_tinyllama():
     hf = m.to_hf()
     prompt = torch.randint(0, 256, (2, 5), generator=torch.Generator().manual_seed(1))
     ours = generate(m, prompt, 10, temperature=0)
-    assert torch.equal(generate(hf, prompt, 10, temperature=0, use_cache=True), ours)
+    with warnings.catch_warnings():
+        # the cache goes in under the name this transformers version takes (no deprecation path)
+        warnings.simplefilter("error", FutureWarning)
+        assert torch.equal(generate(hf, prompt, 10, temperature=0, use_cache=True), ours)
     assert torch.equal(generate(hf, prompt, 10, temperature=0, use_cache=False), ours)
+
+
+class _CacheNamedModel(nn.Module):
+    """Successor model taking its cache as ``cache=`` (transformers 5.x); counts tokens it was fed."""
+
+    def __init__(self, v: int = 32):
+        super().__init__()
+        self.v, self.fed = v, 0
+        self.anchor = nn.Parameter(torch.zeros(()))  # generate reads the device off a parameter
+
+    def forward(self, ids, cache=None, use_cache=False):
+        self.fed += ids.shape[1]
+        seen = (0 if cache is None else cache) + ids.shape[1]
+        return _Output(logits=F.one_hot((ids + 1) % self.v, self.v).float() * 10, cache=seen)
+
+
+class _Output(dict):
+    """A ModelOutput stand-in: fields by key and by attribute."""
+
+    __getattr__ = dict.__getitem__
+
+
+def test_generate_passes_the_cache_under_the_models_own_name():
+    assert cache_kwarg(TinyLlama(TinyLlamaConfig(d_model=16, n_layers=1, n_heads=2))) == "past_key_values"
+    m = _CacheNamedModel()
+    assert cache_kwarg(m) == "cache"
+    out = generate(m, torch.tensor([[3, 4]]), 5, temperature=0)
+    assert out.tolist() == [[3, 4, 5, 6, 7, 8, 9]]
+    # prompt once, then one token per step: the cache was taken and returned under "cache"
+    assert m.fed == 2 + 4
+    assert returned_cache({"cache": 7}) == 7
 
 
 def test_next_token_accuracy_of_a_perfect_model():

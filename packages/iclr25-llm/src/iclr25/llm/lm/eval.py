@@ -17,6 +17,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ._kv_compat import cache_kwarg, returned_cache
 from .data import _check_stream, eval_windows
 from .tokenizers import check_ids
 
@@ -294,8 +295,8 @@ def generate(
 ) -> torch.Tensor:
     """Sample a continuation: returns ``(batch, prompt + max_new_tokens)`` ids.
 
-    ``temperature=0`` decodes greedily. With ``use_cache`` the model is called with
-    ``past_key_values`` / ``use_cache=True`` (TinyLlama and HF models both support it); without,
+    ``temperature=0`` decodes greedily. With ``use_cache`` the model is called with its KV cache
+    (``past_key_values``, or ``cache`` on transformers 5.x) and ``use_cache=True``; without,
     the whole sequence is recomputed each step.
 
     Parameters
@@ -326,11 +327,12 @@ def generate(
         ids = check_ids(ids, vocab, "prompt_ids")
     ids = ids.to(_device(model))
     past = None
+    cache_kw = cache_kwarg(model)
     with _eval_mode(model):
         for _ in range(max_new_tokens):
             if use_cache:
-                out = model(ids if past is None else ids[:, -1:], past_key_values=past, use_cache=True)
-                past = out.past_key_values
+                out = model(ids if past is None else ids[:, -1:], **{cache_kw: past}, use_cache=True)
+                past = returned_cache(out)
             else:
                 out = model(ids)
             logits = _logits(out)[:, -1].float()

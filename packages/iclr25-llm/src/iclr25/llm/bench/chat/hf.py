@@ -12,12 +12,12 @@ logits, not of temperature/top-p processed scores.
 from __future__ import annotations
 
 import hashlib
-import inspect
 import os
 import time
 from collections.abc import Sequence
 from typing import Any
 
+from ...lm._kv_compat import cache_kwarg, returned_cache
 from ._util import Bar, derived_seed, logger
 from .types import (
     DEFAULT_GENERATION,
@@ -111,17 +111,7 @@ class HFChatModel:
         eos = eos if eos is not None else tokenizer.eos_token_id
         self._eos = set(eos if isinstance(eos, (list, tuple)) else ([] if eos is None else [eos]))
         self._fingerprint: dict[str, Any] | None = None
-        # transformers >= 5.x renamed the KV-cache argument/field from past_key_values to cache
-        try:
-            params = inspect.signature(self.model.forward).parameters
-        except (TypeError, ValueError):
-            params = {}
-        self._cache_kw = "cache" if "cache" in params else "past_key_values"
-
-    @staticmethod
-    def _past(out: Any) -> Any:
-        fields = getattr(out, "keys", lambda: ())()
-        return out["cache"] if "cache" in fields else out.past_key_values
+        self._cache_kw = cache_kwarg(self.model)
 
     def capabilities(self) -> Capabilities:
         ctx = getattr(getattr(self.model, "config", None), "max_position_embeddings", None)
@@ -238,7 +228,7 @@ class HFChatModel:
                     attention_mask=mask,
                     position_ids=step_pos,
                     use_cache=True,
-                    **{self._cache_kw: self._past(out)},
+                    **{self._cache_kw: returned_cache(out)},
                 )
         dt = time.perf_counter() - t0
         res = []
