@@ -130,7 +130,7 @@ def train(
                 g["lr"] = lr * min(1.0, (step + 1) / warmup)
         loss = loss_fn(model, next(batches), gen).mean()
         if not torch.isfinite(loss):
-            raise FloatingPointError(f"loss became non-finite at step {step}: {float(loss)}")
+            raise FloatingPointError(f"loss became non-finite at step {step}: {float(loss.detach())}")
         opt.zero_grad(set_to_none=True)
         loss.backward()
         if grad_clip is not None:
