@@ -8,6 +8,7 @@ def test_import_is_light():
     code = (
         "import sys, iclr25.neuro.spiking as sp; "
         "sp.LIF()(__import__('torch').zeros(2, 3)); "  # a forward on CPU does not probe triton either
+        "sp.GIFNeuron(4, 2)(__import__('torch').zeros(3)); "
         "print(sorted({'scipy', 'torch_geometric', 'triton'} & {m.split('.')[0] for m in sys.modules}))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout

@@ -15,8 +15,9 @@ What it computes (per element, time step k; details in each module)::
 
 Functional single steps (``lif_step``, ``alif_step``, ``gif_step``) take and return explicit state
 (NamedTuples); modules (``LIF``, ``IF``, ``ALIF``, ``GIFNeuron``) run time-first ``(T, B, ...)``
-sequences. Multi-step LIF and ALIF dispatch to fused Triton kernels on CUDA (``backend="auto"``),
-else a torch time loop. Importing this package imports torch but not scipy, torch-geometric or triton.
+sequences. Multi-step LIF and ALIF and the multi-step GIF encoder (``gif_encode``, ``GIFNeuron``)
+dispatch to fused Triton kernels on CUDA (``backend="auto"``), else a torch time loop. Importing
+this package imports torch but not scipy, torch-geometric or triton.
 """
 
 from .encoding import bernoulli_encode, rate_encode

@@ -20,6 +20,10 @@ Integer form (exact, ``u_1 = q``): ``s_t = clip(u_t, lo, hi)``, ``u_{t+1} = u_t 
 Gradients: straight-through over the clip range (``surrogate="ste"``: ``∂s/∂u = 1/θ`` for u/θ in the
 range, ``∂(θ s)/∂θ = s − u/θ`` there, LSQ-style), or a surrogate σ' summed over the level edges
 (``∂s/∂(u/θ) = Σ_k σ'(u/θ − k)``, k = lo+1..hi).
+
+Execution: `gif_step` is one step of the torch update in `.reference`; `gif_encode` and `GIFNeuron`
+run all S steps through ``backend="auto"``: a fused Triton kernel (`.kernels`, one launch for the
+whole loop, with a reverse-time backward) on CUDA float32, else the torch loop (the specification).
 """
 
 from __future__ import annotations
@@ -30,7 +34,11 @@ from typing import Any, NamedTuple
 import torch
 from torch import nn
 
+from iclr25.core.triton import Backend, BackendOp
+
 from ._checks import check_choice, check_finite, check_float_tensor, check_int, check_positive, check_state
+from .neurons import _resolve_backend
+from .reference import gif_encode_reference, gif_update
 from .surrogates import Surrogate
 
 __all__ = [
@@ -64,31 +72,6 @@ def spike_bits(levels: int, steps: int) -> float:
     check_int("levels", levels, 2)
     check_int("steps", steps, 1)
     return steps * math.log2(levels)
-
-
-class _GIFLevel(torch.autograd.Function):
-    @staticmethod
-    def forward(
-        ctx: Any, u: torch.Tensor, theta: torch.Tensor, lo: int, hi: int, offset: float, surrogate: Surrogate
-    ) -> torch.Tensor:
-        ctx.save_for_backward(u, theta)
-        ctx.cfg = (lo, hi, offset, surrogate)
-        return torch.clamp(torch.floor(u / theta + offset), lo, hi)
-
-    @staticmethod
-    def backward(ctx: Any, g: torch.Tensor) -> tuple[Any, ...]:
-        u, theta = ctx.saved_tensors
-        lo, hi, offset, surrogate = ctx.cfg
-        z = u / theta
-        if surrogate.name == "ste":
-            d = ((z >= lo - offset) & (z < hi + 1 - offset)).to(u.dtype)
-        else:
-            d = sum(surrogate.derivative(z - k + offset) for k in range(lo + 1, hi + 1))
-        gu = g * d / theta
-        gtheta = None
-        if ctx.needs_input_grad[1]:
-            gtheta = (-(g * d) * u / (theta * theta)).sum_to_size(theta.shape)
-        return gu, gtheta, None, None, None, None
 
 
 def _theta(v_th: float | torch.Tensor, like: torch.Tensor) -> torch.Tensor:
@@ -160,12 +143,41 @@ def gif_step(
     _check_theta_shape(theta, x.shape)
     if state is not None:
         check_state("state.u", state.u, x.shape)
-    u = x if state is None else state.u + x
     lo, hi = gif_range(levels, bipolar)
     surr = Surrogate.make(surrogate, **(surrogate_kw or {}))
-    s = _GIFLevel.apply(u, theta, lo, hi, 0.5 if rounding == "round" else 0.0, surr)
-    u = u - theta * s if reset == "soft" else u * (s == 0).to(u.dtype)
+    offset = 0.5 if rounding == "round" else 0.0
+    s, u = gif_update(x, None if state is None else state.u, theta, lo, hi, offset, reset, surr)
     return s, GIFState(u)
+
+
+def _gif_triton(*args: Any) -> torch.Tensor:
+    from .kernels import gif_encode_triton  # imports triton only when this backend runs
+
+    return gif_encode_triton(*args)
+
+
+def _gif_triton_limits(x: torch.Tensor, theta: torch.Tensor, steps: int, *rest: Any) -> list[str]:
+    reasons = []
+    if x.dtype != torch.float32:
+        reasons.append(f"the GIF kernel runs float32 only, got {x.dtype}")
+    if steps * x.numel() >= 2**31:
+        reasons.append(
+            f"the GIF kernel uses int32 offsets: at most 2**31 - 1 spikes (steps * x.numel()), got {steps * x.numel()}"
+        )
+    if theta.device != x.device:
+        reasons.append(f"x and v_th must be on one device, got {x.device} and {theta.device}")
+    return reasons
+
+
+#: The multi-step GIF encoder: ``op(x, theta, steps, lo, hi, offset, constant, reset, surrogate,
+#: backend=...) -> spikes (steps, *x.shape)``; ``theta`` is a tensor broadcastable to ``x``.
+GIF_ENCODE = BackendOp(
+    "gif_encode",
+    [
+        Backend("triton", _gif_triton, supports=_gif_triton_limits, uses_triton=True),
+        Backend("reference", gif_encode_reference),
+    ],
+)
 
 
 def gif_encode(
@@ -180,6 +192,7 @@ def gif_encode(
     surrogate: str | Surrogate = "ste",
     surrogate_kw: dict[str, float] | None = None,
     validate: bool = True,
+    backend: str = "auto",
 ) -> torch.Tensor:
     """Encode real ``x`` into ``steps`` multi-level spikes.
 
@@ -194,6 +207,11 @@ def gif_encode(
     drive:
         ``"initial"``: ``x`` enters the membrane once (``decode ≈ x``, ``S(L−1)+1`` levels);
         ``"constant"``: ``x`` is injected every step (IF; ``Σ s = ⌊S x/θ⌋`` while unsaturated).
+    backend:
+        ``"auto"`` (the fused Triton kernel on CUDA float32, else the torch loop),
+        ``"reference"``/``"torch"`` (the S-step torch loop of `gif_step`), or ``"triton"`` (also on
+        CPU under ``TRITON_INTERPRET=1``). The kernel runs all S steps in one launch and its
+        backward reproduces the torch loop's gradients (input and θ, every surrogate).
 
     Returns
     -------
@@ -206,25 +224,14 @@ def gif_encode(
     check_choice("drive", drive, ("initial", "constant"))
     if validate:
         check_finite("x", x)
-    state = None
-    out = []
-    zeros = x.new_zeros(x.shape) if drive == "initial" else x
-    for t in range(steps):
-        inp = x if t == 0 else zeros
-        s, state = gif_step(
-            inp,
-            state,
-            levels=levels,
-            v_th=v_th,
-            bipolar=bipolar,
-            rounding=rounding,
-            reset=reset,
-            surrogate=surrogate,
-            surrogate_kw=surrogate_kw,
-            validate=False,
-        )
-        out.append(s)
-    return torch.stack(out)
+    theta = _theta(v_th, x)
+    _check_theta_shape(theta, x.shape)
+    lo, hi = gif_range(levels, bipolar)
+    surr = Surrogate.make(surrogate, **(surrogate_kw or {}))
+    offset = 0.5 if rounding == "round" else 0.0
+    return GIF_ENCODE(
+        x, theta, steps, lo, hi, offset, drive == "constant", reset, surr, backend=_resolve_backend(backend, x)
+    )
 
 
 def gif_encode_int(
@@ -293,7 +300,8 @@ class GIFNeuron(nn.Module):
     learn_threshold:
         Make θ a trainable parameter (LSQ-style gradient ``s − u/θ`` inside the range).
     backend:
-        ``"auto"`` or ``"reference"``: the S-step loop is a few elementwise torch ops.
+        ``"auto"`` (the fused Triton kernel on CUDA float32, else the torch loop),
+        ``"reference"``/``"torch"`` or ``"triton"``; see `gif_encode`.
     validate:
         Check inputs for NaN/Inf.
     """
@@ -316,7 +324,7 @@ class GIFNeuron(nn.Module):
         _check_gif(levels, rounding, reset)
         check_int("steps", steps, 1)
         check_choice("drive", drive, ("initial", "constant"))
-        check_choice("backend", backend, ("auto", "reference", "torch"))
+        check_choice("backend", backend, ("auto", "reference", "torch", "triton"))
         check_positive("v_th", v_th)
         theta = v_th.detach().clone().float() if isinstance(v_th, torch.Tensor) else torch.tensor(float(v_th))
         if learn_threshold:
@@ -324,7 +332,7 @@ class GIFNeuron(nn.Module):
         else:
             self.register_buffer("v_th", theta)
         self.levels, self.steps, self.reset_mode, self.bipolar = levels, steps, reset, bool(bipolar)
-        self.rounding, self.drive, self.validate = rounding, drive, validate
+        self.rounding, self.drive, self.validate, self.backend = rounding, drive, validate, backend
         self.surrogate = Surrogate.make(surrogate)
 
     @property
@@ -350,6 +358,7 @@ class GIFNeuron(nn.Module):
             reset=self.reset_mode,
             surrogate=self.surrogate,
             validate=self.validate,
+            backend=self.backend,
         )
 
     def decode(self, spikes: torch.Tensor) -> torch.Tensor:

@@ -1,11 +1,14 @@
-"""Triton multi-step LIF and ALIF kernels (forward and reverse-time backward), checked against `.reference`.
+"""Triton multi-step LIF, ALIF and GIF kernels (forward and reverse-time backward), checked against `.reference`.
 
 When all T input currents are known (a feed-forward layer), one program per block of neurons runs
 the whole time loop in registers: the LIF forward writes spikes and the pre-reset membrane ``h_k``
 (the only state backward needs) and the backward runs the loop in reverse, recomputing ``v_{k-1}``
 from ``h_{k-1}`` and ``s_{k-1}``; the ALIF kernels store ``v_k`` and ``b_k`` and carry the adjoints
 of ``v``, ``b`` and the previous spike (which feeds both the reset and the adaptation) backwards.
-This replaces ~10 small torch launches per time step.
+The GIF encoder reads its input once (it is the same every step, or only enters at the first), stores
+the multi-level spikes and the pre-reset membrane, and its backward carries the membrane adjoint
+backwards while accumulating the input and threshold gradients. This replaces ~10 small torch
+launches per time step.
 
 Import guarded: without Triton this module defines nothing callable. Set ``TRITON_INTERPRET=1``
 before importing it to run the kernels on CPU tensors (slow; used by the tests).
@@ -21,7 +24,7 @@ from iclr25.core.triton import triton_available
 
 from .surrogates import Surrogate
 
-__all__ = ["SURROGATE_CODES", "alif_multistep_triton", "lif_multistep_triton"]
+__all__ = ["SURROGATE_CODES", "alif_multistep_triton", "gif_encode_triton", "lif_multistep_triton"]
 
 SURROGATE_CODES = {"gaussian": 0, "atan": 1, "sigmoid": 2, "triangle": 3, "ste": 4}
 _RESET_CODES = {"soft": 0, "hard": 1, "none": 2}
@@ -273,6 +276,103 @@ if triton_available():
         tl.store(ga_ptr + offs, ga, mask=mask)
         tl.store(gr_ptr + offs, gr, mask=mask)
 
+    @triton.jit
+    def _gif_fwd_kernel(
+        x_ptr,
+        th_ptr,
+        s_ptr,
+        u_ptr,
+        S,
+        N,
+        lo,
+        hi,
+        offset,
+        CONSTANT: tl.constexpr,
+        HARD: tl.constexpr,
+        SAVE_U: tl.constexpr,
+        BLOCK: tl.constexpr,
+    ):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        mask = offs < N
+        x = tl.load(x_ptr + offs, mask=mask, other=0.0)
+        th = tl.load(th_ptr + offs, mask=mask, other=1.0)  # 1, not 0: masked lanes must not divide by 0
+        if CONSTANT:  # noqa: SIM108 (constexpr branch: resolved at compile time)
+            u = tl.zeros([BLOCK], dtype=tl.float32)
+        else:
+            u = x
+        for t in range(S):
+            if CONSTANT:
+                u = u + x
+            # operation order of reference._GIFLevel / gif_update, and an IEEE division (Triton's
+            # plain '/' is approximate on GPU), so the levels match the torch loop bit for bit
+            s = tl.minimum(tl.maximum(tl.floor(tl.math.div_rn(u, th) + offset), lo), hi)
+            tl.store(s_ptr + t * N + offs, s, mask=mask)
+            if SAVE_U:
+                tl.store(u_ptr + t * N + offs, u, mask=mask)
+            if HARD:  # noqa: SIM108 (constexpr branch: resolved at compile time)
+                u = u * tl.where(s == 0.0, 1.0, 0.0)
+            else:
+                u = u - th * s
+
+    @triton.jit
+    def _gif_bwd_kernel(
+        gs_ptr,
+        th_ptr,
+        s_ptr,
+        u_ptr,
+        gx_ptr,
+        gth_ptr,
+        S,
+        N,
+        lo,
+        hi,
+        offset,
+        lo_edge,
+        hi_edge,
+        p0,
+        p1,
+        CONSTANT: tl.constexpr,
+        HARD: tl.constexpr,
+        SURR: tl.constexpr,
+        BLOCK: tl.constexpr,
+    ):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        mask = offs < N
+        th = tl.load(th_ptr + offs, mask=mask, other=1.0)
+        c = tl.zeros([BLOCK], dtype=tl.float32)  # dL/du after step t's reset (nothing reads the last one)
+        gx = tl.zeros([BLOCK], dtype=tl.float32)
+        gth = tl.zeros([BLOCK], dtype=tl.float32)
+        for i in range(S):
+            t = S - 1 - i
+            u = tl.load(u_ptr + t * N + offs, mask=mask, other=0.0)
+            s = tl.load(s_ptr + t * N + offs, mask=mask, other=0.0)
+            g = tl.load(gs_ptr + t * N + offs, mask=mask, other=0.0)
+            if HARD:
+                # the torch loop multiplies by (s == 0), a mask without gradient: no path to s or θ
+                cu = c * tl.where(s == 0.0, 1.0, 0.0)
+            else:
+                # u ← u − θ s: the spike and θ also receive the reset's adjoint
+                g = g - c * th
+                gth = gth - c * s
+                cu = c
+            z = tl.math.div_rn(u, th)
+            if SURR == 4:
+                # the GIF straight-through rule is the clip range, whatever the STE width
+                d = tl.where((z >= lo_edge) & (z < hi_edge), 1.0, 0.0)
+            else:
+                d = tl.zeros([BLOCK], dtype=tl.float32)
+                for k in range(lo + 1, hi + 1):  # in the torch loop's order: the sum is not associative
+                    d += _surrogate_grad((z - k) + offset, SURR, p0, p1)
+            gd = g * d
+            c = cu + tl.math.div_rn(gd, th)  # now dL/du before the reset = dL/du after step t-1
+            gth = gth - tl.math.div_rn(gd * u, th * th)
+            if CONSTANT:
+                gx += c
+        if not CONSTANT:
+            gx = c
+        tl.store(gx_ptr + offs, gx, mask=mask)
+        tl.store(gth_ptr + offs, gth, mask=mask)
+
 
 def _block(n: int, device: torch.device) -> int:
     # the interpreter pays per element-program, not per lane, but small blocks keep tests quick
@@ -515,3 +615,107 @@ def alif_multistep_triton(
         surrogate,
     )
     return spikes, (v, spikes[-1], b)
+
+
+class _GIFEncodeTriton(torch.autograd.Function):
+    @staticmethod
+    def forward(
+        ctx: Any,
+        x: torch.Tensor,
+        theta: torch.Tensor,
+        steps: int,
+        lo: int,
+        hi: int,
+        offset: float,
+        constant: bool,
+        reset: str,
+        surrogate: Surrogate,
+    ) -> torch.Tensor:
+        shape, n = x.shape, x.numel()
+        xf, thf = x.contiguous().view(n), theta.contiguous().view(n)
+        spikes = torch.empty((steps, n), dtype=x.dtype, device=x.device)
+        save_u = any(ctx.needs_input_grad[:2])
+        u = torch.empty_like(spikes) if save_u else spikes  # u_ptr unused when SAVE_U is False
+        block = _block(n, x.device)
+        _gif_fwd_kernel[(triton.cdiv(n, block),)](
+            xf,
+            thf,
+            spikes,
+            u,
+            steps,
+            n,
+            float(lo),
+            float(hi),
+            float(offset),
+            CONSTANT=bool(constant),
+            HARD=reset == "hard",
+            SAVE_U=save_u,
+            BLOCK=block,
+            # no fused multiply-add in u - θ s: the torch loop rounds θ s first (ignored by the interpreter)
+            enable_fp_fusion=False,
+        )
+        if save_u:
+            ctx.save_for_backward(thf, spikes, u)
+        ctx.cfg = (shape, int(lo), int(hi), float(offset), bool(constant), reset, surrogate)
+        return spikes.view(steps, *shape)
+
+    @staticmethod
+    def backward(ctx: Any, g_spikes: torch.Tensor) -> tuple[Any, ...]:
+        thf, spikes, u = ctx.saved_tensors
+        shape, lo, hi, offset, constant, reset, surrogate = ctx.cfg
+        steps, n = spikes.shape
+        gs = g_spikes.contiguous().view(steps, n)
+        gx, gth = torch.empty_like(thf), torch.empty_like(thf)
+        p0, p1 = surrogate.values
+        block = _block(n, thf.device)
+        _gif_bwd_kernel[(triton.cdiv(n, block),)](
+            gs,
+            thf,
+            spikes,
+            u,
+            gx,
+            gth,
+            steps,
+            n,
+            lo,
+            hi,
+            offset,
+            lo - offset,
+            hi + 1 - offset,
+            float(p0),
+            float(p1),
+            CONSTANT=constant,
+            HARD=reset == "hard",
+            SURR=SURROGATE_CODES[surrogate.name],
+            BLOCK=block,
+            enable_fp_fusion=False,
+        )
+        gx_out = gx.view(shape) if ctx.needs_input_grad[0] else None
+        gth_out = gth.view(shape) if ctx.needs_input_grad[1] else None
+        return gx_out, gth_out, None, None, None, None, None, None, None
+
+
+def gif_encode_triton(
+    x: torch.Tensor,
+    theta: torch.Tensor,
+    steps: int,
+    lo: int,
+    hi: int,
+    offset: float,
+    constant: bool,
+    reset: str,
+    surrogate: Surrogate,
+) -> torch.Tensor:
+    """Triton twin of `.reference.gif_encode_reference` (same arguments and result).
+
+    ``x: (...)`` float32, ``theta`` a tensor broadcastable to ``x``; returns spikes
+    ``(steps, *x.shape)``, differentiable in ``x`` and ``theta`` (one launch forward, one backward).
+    """
+    if not triton_available():  # pragma: no cover - dispatch never selects it then
+        raise RuntimeError("triton is not installed (pip install 'iclr25-core[triton]')")
+    if x.numel() == 0:
+        return x.new_zeros((steps, *x.shape))
+    # the expand is differentiable: autograd sums the per-element θ gradient back to theta's shape
+    return _GIFEncodeTriton.apply(
+        x, theta.to(x.dtype).expand(x.shape), steps, lo, hi, offset, constant, reset, surrogate
+    )
