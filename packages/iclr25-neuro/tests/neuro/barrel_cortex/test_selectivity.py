@@ -94,3 +94,31 @@ def test_reproduction_tests_selectivity_on_train_and_test_sweeps(monkeypatch):
         np.testing.assert_array_equal(labels, want_y)
     assert out["selectivity_trials"] == len(y_tr) + len(y_te)
     assert 0 <= out["active"] <= 1 and 0 <= out["selective_of_active"] <= 1
+
+
+def test_reproduction_reports_selective_neurons_per_preferred_class(monkeypatch):
+    """Diagnostic (not gated): selective neurons counted by preferred class, so a network-wide gain
+    difference (every selective neuron prefers the same class) is told apart from per-neuron tuning."""
+    from iclr25.neuro.barrel_cortex import experiment as exp
+
+    f_tr, t_tr, y_tr = make_whisker_dataset(2, seed=0, frames=10)
+    f_te, t_te, y_te = make_whisker_dataset(1, seed=1, frames=10)
+    x_tr, meta = to_spikes(f_tr, t_tr, dt=1, generator=0)
+    x_te, _ = to_spikes(f_te, t_te, dt=1, c_f=meta["c_f"], c_t=meta["c_t"], generator=1)
+    data = {"x_tr": x_tr[:, :, 0], "y_tr": y_tr, "x_te": x_te[:, :, 0], "y_te": y_te, "meta": meta}
+    calls = []
+    real = exp.selectivity_anova
+
+    def fake(model, spikes, labels, **kw):
+        # first call = untrained network, second = trained; plant known selective/preferred neurons
+        res = real(model, spikes, labels, **kw)
+        n = len(res["selective"])
+        pref = torch.arange(n) % 3 if not calls else torch.ones(n, dtype=torch.long)
+        selective = torch.arange(n) < (12 if not calls else 7)
+        calls.append(1)
+        return {**res, "selective": selective, "preferred": pref, "fraction": float(selective.double().mean())}
+
+    monkeypatch.setattr(exp, "selectivity_anova", fake)
+    out = exp._rsnn_seed({"scale": 0.05, "epochs": 0}, data, seed=0, deprivation=False)
+    assert out["selective_by_class_untrained"] == [4, 4, 4]
+    assert out["selective_by_class"] == [0, 7, 0]
