@@ -1,7 +1,7 @@
 """AuxT RD sweep: real-bitstream RD points of FactorizedPrior with and without AuxT at one budget.
 
 Trains both models at every λ with the reproduction's recipe (same seed, same batches, Adam 1e-3,
-grad clip 1.0, w_orth 0.1; offline skimage/sklearn crops, flower.jpg 256×256 test crop), then
+grad clip 1.0, w_orth 0.1; offline skimage/sklearn crops, the full run's flower.jpg 384×640 test crop), then
 prints bpp / PSNR from real bitstreams and ``bd_rate(base, auxt, "pchip")`` when both curves allow
 it (monotonic rates, overlapping PSNR ranges); otherwise it prints why BD-rate is undefined.
 
