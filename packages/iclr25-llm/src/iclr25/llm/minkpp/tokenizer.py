@@ -4,6 +4,12 @@ Next to the toolkit's byte and BPE tokenizers (:mod:`iclr25.llm.lm.tokenizers`) 
 a per-token difficulty profile closer to that of real LLM tokenizers (most tokens are whole
 words), which is the regime Min-K%++ targets. Encoding is lossy: whitespace is dropped and rare
 words become ``<unk>``; :meth:`WordTokenizer.decode` joins tokens with single spaces.
+
+Pieces are runs of letters, runs of digits, or single punctuation characters; an apostrophe is
+punctuation, so contractions split (``"cat's"`` -> ``cat ' s``). This is the method note's
+"regex words/punctuation" tokenizer: on the reproduction's 4 held-out plays, a top-2000 vocabulary
+fitted on the 33 training plays leaves 13.8 % ``<unk>`` (note: 13.7 %), whereas keeping
+contractions whole (``[A-Za-z]+(?:'[A-Za-z]+)*``, an earlier version) leaves 14.8 %.
 """
 
 from __future__ import annotations
@@ -18,7 +24,7 @@ import torch
 
 __all__ = ["WORD_PATTERN", "WordTokenizer"]
 
-WORD_PATTERN = r"[A-Za-z]+(?:'[A-Za-z]+)*|[0-9]+|[^\sA-Za-z0-9]"
+WORD_PATTERN = r"[A-Za-z]+|[0-9]+|[^\sA-Za-z0-9]"
 _WORD = re.compile(WORD_PATTERN)
 UNK = "<unk>"
 
