@@ -92,6 +92,33 @@ def test_stage2_loss_bookkeeping_and_boundary_routing():
     assert student.a.grad is not None and teacher.a.grad is None
 
 
+def test_wb0_drops_only_boundary_samples_and_keeps_teacher_targets_below_tprime():
+    """As in the official ECMLoss + TCMPrecond: w_b = 0 removes the explicit boundary samples only.
+
+    A consistency sample with t just above t' has r = t - Delta_t < t', so its target still comes
+    from the frozen teacher (f_trunc) and it still enters L_C with full weight.
+    """
+    sched = ECTSchedule(double_every=1)
+    student, teacher = Affine(0.7, 0.1), Affine(0.5, -0.2).requires_grad_(False)
+    tcm = TruncatedCM(student, teacher, t_prime=1.0)
+    loss = TruncatedConsistencyLoss(sched, t_prime=1.0, w_boundary=0.0)
+    x0 = torch.randn(3, 2, generator=torch.Generator().manual_seed(0))
+    t = torch.tensor([1.0, 1.001, 50.0])
+    bnd = torch.tensor([True, False, False])
+    out = loss(tcm, x0, step=20, generator=torch.Generator().manual_seed(5), t=t, boundary=bnd)
+    n = torch.randn(3, 2, generator=torch.Generator().manual_seed(5))
+    r = sched.r(t, 20)
+    assert float(r[1]) < 1.0 < float(r[2])
+    on = 0.7 * (x0 + t[:, None] * n) + 0.1 * t[:, None]
+    tgt_t = 0.5 * (x0 + r[:, None] * n) - 0.2 * r[:, None]
+    tgt_s = 0.7 * (x0 + r[:, None] * n) + 0.1 * r[:, None]
+    per = (on - torch.where((r < 1.0)[:, None], tgt_t, tgt_s)).norm(dim=1) / (t - r)
+    torch.testing.assert_close(out["per_sample"], per)
+    torch.testing.assert_close(out["loss"], per[1:].mean())  # the boundary sample adds nothing
+    # the t = 1.001 row is anchored to the teacher: its distance is not the student-vs-student one
+    assert float(per[1]) > 10 * float((on[1] - tgt_s[1]).norm() / (t[1] - r[1]))
+
+
 def test_boundary_fraction_and_range():
     loss = TruncatedConsistencyLoss(ECTSchedule(), t_prime=1.0, boundary_prob=0.25)
     t, b = loss.sample_t(400, torch.Generator().manual_seed(0))
