@@ -97,6 +97,36 @@ def test_distances_closed_forms():
     assert math.isclose(metrics.frechet_distance(a2, b), 2 + (1 + 4 - 4) * 2, rel_tol=0.1)
 
 
+def test_frechet_distance_trace_term_and_singular_covariances():
+    import warnings
+
+    import numpy as np
+    from scipy import linalg
+
+    g = torch.Generator().manual_seed(3)
+    # non-commuting full-rank covariances: equals the textbook sqrtm(C1 C2) formula
+    a = torch.randn(400, 6, generator=g, dtype=torch.float64) @ torch.randn(6, 6, generator=g, dtype=torch.float64)
+    b = torch.randn(300, 6, generator=g, dtype=torch.float64) @ torch.randn(6, 6, generator=g, dtype=torch.float64)
+    an, bn = a.numpy(), b.numpy()
+    c1, c2 = np.cov(an, rowvar=False), np.cov(bn, rowvar=False)
+    want = ((an.mean(0) - bn.mean(0)) ** 2).sum() + np.trace(c1 + c2 - 2 * linalg.sqrtm(c1 @ c2).real)
+    assert math.isclose(metrics.frechet_distance(a, b), want, rel_tol=1e-9)
+    # 1-D features: (mu1 - mu2)^2 + (s1 - s2)^2 with sample standard deviations
+    x, y = a[:, :1], b[:, :1]
+    want_1d = float((x.mean() - y.mean()) ** 2 + (x.std() - y.std()) ** 2)
+    assert math.isclose(metrics.frechet_distance(x, y), want_1d, rel_tol=1e-9)
+    # singular covariances (fewer samples than dimensions, dead ReLU features with zero variance):
+    # no LinAlgWarning, FD(a, a) = 0 up to round-off, FD of different sets > 0
+    for n, d, dead in ((10, 32, 0), (50, 16, 4)):
+        f1 = torch.randn(n, d, generator=g, dtype=torch.float64).relu()
+        f2 = torch.randn(n, d, generator=g, dtype=torch.float64).relu()
+        f1[:, :dead], f2[:, :dead] = 0, 0
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            fd_self, fd_other = metrics.frechet_distance(f1, f1), metrics.frechet_distance(f1, f2)
+        assert abs(fd_self) < 1e-12 * d * float(f1.var(0).sum()) and fd_other > 0
+
+
 def test_image_metrics():
     x = torch.zeros(2, 1, 8, 8)
     y = x + 0.1

@@ -152,19 +152,26 @@ def digits_feature_net(seed: int = 0, cache_dir: str | Path | None = None, steps
 
 
 def frechet_distance(feats_a: torch.Tensor, feats_b: torch.Tensor) -> float:
-    """Frechet distance between Gaussians fitted to two (N, d) feature sets (FID formula)."""
-    from scipy import linalg
+    """Frechet distance between Gaussians fitted to two (N, d) feature sets (FID formula).
 
+    ``|mu1 - mu2|^2 + tr(C1) + tr(C2) - 2 tr((C1 C2)^{1/2})``. The trace term is computed as the
+    sum of square roots of the eigenvalues of the symmetric PSD matrix ``C1^{1/2} C2 C1^{1/2}``
+    (same eigenvalues as ``C1 C2``), so singular covariances (fewer samples than dimensions) need
+    no ``eps`` ridge and give no complex round-off, unlike ``scipy.linalg.sqrtm(C1 @ C2)``.
+    """
     a, b = _pair(feats_a, feats_b)
     a, b = a.double().cpu().numpy(), b.double().cpu().numpy()
     mu1, mu2 = a.mean(0), b.mean(0)
-    c1, c2 = np.cov(a, rowvar=False), np.cov(b, rowvar=False)
-    covmean = linalg.sqrtm(c1 @ c2)
-    if not np.isfinite(covmean).all():
-        eps = 1e-6 * np.eye(c1.shape[0])
-        covmean = linalg.sqrtm((c1 + eps) @ (c2 + eps))
-    covmean = covmean.real
-    return float(((mu1 - mu2) ** 2).sum() + np.trace(c1) + np.trace(c2) - 2 * np.trace(covmean))
+    c1, c2 = np.atleast_2d(np.cov(a, rowvar=False)), np.atleast_2d(np.cov(b, rowvar=False))
+    w, v = np.linalg.eigh(c1)
+    s1 = (v * np.sqrt(np.clip(w, 0.0, None))) @ v.T
+    m = s1 @ c2 @ s1
+    lam = np.linalg.eigvalsh((m + m.T) / 2)
+    # eigenvalues of a null direction come out as +-(round-off of ||m||); their square roots would
+    # add O(sqrt(eps)) each, so treat everything under that round-off level as exactly zero
+    lam[lam <= lam.max(initial=0.0) * len(lam) * np.finfo(lam.dtype).eps] = 0.0
+    tr_covmean = np.sqrt(lam).sum()
+    return float(((mu1 - mu2) ** 2).sum() + np.trace(c1) + np.trace(c2) - 2 * tr_covmean)
 
 
 @torch.no_grad()
