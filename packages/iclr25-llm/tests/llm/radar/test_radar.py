@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from iclr25.llm.lm import KVCache, TinyLlama, TinyLlamaConfig
+from iclr25.llm.lm._kv_compat import cache_kwarg
 from iclr25.llm.radar import (
     RadarCache,
     RadarConfig,
@@ -145,12 +146,13 @@ def test_hf_llama_radar_cache_equals_dynamic_cache(padded):
         return_dict_in_generate=True,
         pad_token_id=0,
     )
+    name = cache_kwarg(hf)  # "cache" on transformers 5.x, "past_key_values" before
     with torch.no_grad():
-        ref = hf.generate(ids, past_key_values=transformers.DynamicCache(), **kw)
+        ref = hf.generate(ids, **{name: transformers.DynamicCache()}, **kw)
         cache = hf_radar_cache(RadarConfig(target_tokens=1024, recent_window=4), hf)
-        got = hf.generate(ids, past_key_values=cache, **kw)
+        got = hf.generate(ids, **{name: cache}, **kw)
         small = hf_radar_cache(RadarConfig(target_tokens=4, recent_window=2), hf)
-        restricted = hf.generate(ids, past_key_values=small, **kw)
+        restricted = hf.generate(ids, **{name: small}, **kw)
     assert torch.equal(got.sequences, ref.sequences)
     assert torch.allclose(torch.stack(got.scores), torch.stack(ref.scores), atol=1e-4)
     assert cache.radar.selections and cache.radar.selections[1].scored > 0  # the radar path ran

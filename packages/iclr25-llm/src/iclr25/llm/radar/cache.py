@@ -225,7 +225,8 @@ def hf_radar_cache(cfg: RadarConfig, model) -> object:
     Returns
     -------
     HFRadarCache
-        A ``transformers.DynamicCache`` subclass; pass it as ``past_key_values`` to ``generate``.
+        A ``transformers.DynamicCache`` subclass; pass it to ``generate`` as ``cache=`` (transformers
+        5.x) or ``past_key_values=`` (4.x).
     """
     cls = _hf_class()
     c = model.config.get_text_config(decoder=True) if hasattr(model.config, "get_text_config") else model.config
