@@ -42,7 +42,8 @@ def _omd_step_kernel(
     div = tl.load(div_ptr + rows, mask=row_ok, other=1.0)
     logits = (tl.log(tl.maximum(ref, tiny)) + eta * g) / div[:, None]
     logits = tl.where(legal, logits, float("-inf"))
-    m = tl.max(logits, axis=1)
+    # rows past n_rows have no legal action: give them a finite max so -inf - m is -inf, not NaN
+    m = tl.where(row_ok, tl.max(logits, axis=1), 0.0)
     e = tl.where(legal, tl.exp(logits - m[:, None]), 0.0)
     tot = tl.sum(e, axis=1)
     p = e / tl.where(tot > 0, tot, 1.0)[:, None]
