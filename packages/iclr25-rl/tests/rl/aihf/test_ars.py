@@ -58,3 +58,20 @@ def test_reset_records_the_start_policy(ars):
     # the record is a copy: training moves M, not the start
     np.testing.assert_array_equal(ars.start_policy.M, ref.M)
     assert not np.array_equal(ars.M, ref.M)
+
+
+def test_cheetah_features_use_info_x_velocity_and_contain_the_true_reward(ars):
+    # Method notes (HalfCheetah-v5): φ(s, a) = [x_velocity, a², obs] (24 dims, contains the true reward), and
+    # "HalfCheetah reward uses info["x_velocity"], not obs[8]". The true reward x_velocity − 0.1‖a‖² is then
+    # θ*ᵀφ with θ* = (1, −0.1 × 6, 0 × 17), also on noisy actions (the preference segments' action noise 0.5).
+    from iclr25.rl.aihf.experiment import _cheetah_features
+
+    ars.reset(10, seed=0)
+    ars.improve(None, 2)
+    ((obs, acts),) = ars.rollouts(1, seed=1, action_noise=0.5)
+    phi = _cheetah_features()(obs, acts)
+    assert phi.shape == (10, 24)
+    theta_star = np.r_[1.0, np.full(6, -0.1), np.zeros(17)]
+    np.testing.assert_allclose((phi @ theta_star).sum(), ars.last_true_returns[0], rtol=1e-10, atol=1e-10)
+    np.testing.assert_array_equal(phi[:, 7:], obs[:, : ars.obs_dim])
+    assert not np.allclose(phi[:, 0], obs[:, 8])  # info's finite-difference velocity, not the observed qvel[0]
