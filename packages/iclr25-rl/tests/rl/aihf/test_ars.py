@@ -75,3 +75,56 @@ def test_cheetah_features_use_info_x_velocity_and_contain_the_true_reward(ars):
     np.testing.assert_allclose((phi @ theta_star).sum(), ars.last_true_returns[0], rtol=1e-10, atol=1e-10)
     np.testing.assert_array_equal(phi[:, 7:], obs[:, : ars.obs_dim])
     assert not np.allclose(phi[:, 0], obs[:, 8])  # info's finite-difference velocity, not the observed qvel[0]
+
+
+def test_cheetah_task_is_the_plain_env_and_its_segment_return_is_the_env_reward(ars):
+    # The HalfCheetah arm must stay as it was: default env, default info keys, and the segment return the
+    # preference labels use equals the environment's own return.
+    from iclr25.rl.aihf.experiment import MUJOCO_TASKS, _cheetah_features
+
+    features, true_return, kwargs = MUJOCO_TASKS["HalfCheetah-v5"]
+    assert features is _cheetah_features and kwargs == {}
+    ars.reset(10, seed=0)
+    ((obs, acts),) = ars.rollouts(1, seed=3, action_noise=0.5)
+    np.testing.assert_allclose(true_return(obs, acts), ars.last_true_returns[0], rtol=1e-10, atol=1e-10)
+
+
+@pytest.fixture(scope="module")
+def hopper():
+    from iclr25.rl.aihf.experiment import MUJOCO_TASKS
+
+    a = ARS("Hopper-v5", horizon=60, seed=0, **MUJOCO_TASKS["Hopper-v5"][2])
+    yield a
+    a.close()
+
+
+def test_hopper_rollouts_last_the_full_horizon_with_terminations_off(hopper):
+    # The zero policy under action noise 0.5 falls within ~20 steps; the default Hopper-v5 would terminate
+    # there, ours keeps going so that demonstrations and policy rollouts share one horizon.
+    hopper.reset(60, seed=0)
+    segs = hopper.rollouts(3, seed=1, action_noise=0.5)
+    assert [len(o) for o, _ in segs] == [60, 60, 60] and [len(a) for _, a in segs] == [60, 60, 60]
+    healthy = np.concatenate([o[:, -1] for o, _ in segs])
+    assert set(np.unique(healthy)) == {0.0, 1.0}  # both healthy and fallen steps were recorded
+    default = ARS("Hopper-v5", horizon=60, seed=0, info_keys=("x_velocity", "reward_survive"))
+    try:
+        assert min(len(o) for o, _ in default.rollouts(3, seed=1, action_noise=0.5)) < 60
+    finally:
+        default.close()
+
+
+def test_hopper_features_contain_the_true_reward(hopper):
+    # Hopper-v5 reward = x_velocity + 1·[healthy] − 1e-3‖a‖² (the alive bonus only while healthy), so with
+    # φ = [x_velocity, a², obs, healthy] it is θ*ᵀφ, θ* = (1, −1e-3 × 3, 0 × 11, 1); also after a fall.
+    from iclr25.rl.aihf.experiment import _hopper_features, _hopper_return
+
+    hopper.reset(60, seed=0)
+    hopper.improve(None, 1)
+    segs = hopper.rollouts(2, seed=2, action_noise=0.5)
+    theta_star = np.r_[1.0, np.full(3, -1e-3), np.zeros(11), 1.0]
+    for (obs, acts), ret in zip(segs, hopper.last_true_returns, strict=True):
+        phi = _hopper_features()(obs, acts)
+        assert phi.shape == (60, 16) and (phi[:, -1] == 0).any()
+        np.testing.assert_allclose((phi @ theta_star).sum(), ret, rtol=1e-9, atol=1e-9)
+        np.testing.assert_allclose(_hopper_return(obs, acts), ret, rtol=1e-9, atol=1e-9)
+        np.testing.assert_array_equal(phi[:, 4:15], obs[:, : hopper.obs_dim])

@@ -1,3 +1,4 @@
+import numpy as np
 import pytest
 
 from iclr25.core.cards import discover_cards
@@ -15,6 +16,8 @@ def test_quick_reproduction_fits_card(tmp_path):
         assert isinstance(rows[claim.id]["holds"], bool) == claim.gated_in(True)
     # the quick run is the gridworld alone: HalfCheetah is gated in full runs only
     assert rows["mujoco_beats_rlhf"]["ours"] is None and "halfcheetah" not in doc["extra"]
+    assert rows["hopper_report"]["ours"] is None and rows["hopper_report"]["holds"] is None
+    assert "hopper" not in doc["extra"]
     grid = doc["extra"]["gridworld"]
     assert set(grid) == {"20/5", "20/20", "2/200"}
     for g in grid.values():
@@ -65,3 +68,27 @@ def test_mujoco_gate_needs_margin_wins_and_expert_level(monkeypatch, aihf, rlhf,
     out = exp._mujoco(0)
     assert out["claim"].holds is holds
     assert out["extra"]["horizon"] == 200 and len(out["extra"]["seeds"]) == 3
+
+
+def test_hopper_runs_the_same_protocol_at_full_length():
+    # Terminations off: every rollout lasts `horizon`, so the budgets are the HalfCheetah test's exactly.
+    from iclr25.rl.aihf.experiment import mujoco_seed
+
+    row = mujoco_seed(0, horizon=5, expert_iters=5, env_id="Hopper-v5")
+    assert row["rlhf_env_steps"] == 800
+    assert row["aihf_env_steps"] == 900
+    assert all(np.isfinite(row[k]) for k in ("expert", "rlhf", "aihf"))
+
+
+def test_hopper_is_reported_not_gated(monkeypatch):
+    import iclr25.rl.aihf.experiment as exp
+
+    arms = ((300.0, 200.0), (400.0, 100.0), (50.0, 60.0))  # (AIHF, RLHF) per seed
+    rows = iter({"expert": 900.0, "rlhf": r, "aihf": a, "budget_ratio": 1.125} for a, r in arms)
+    monkeypatch.setattr(exp, "mujoco_seed", lambda *a, **k: next(rows))
+    monkeypatch.setattr(exp, "HOPPER_SEEDS", 3)
+    out = exp._hopper(0, workers=1)  # in-process, so the patched mujoco_seed is the one called
+    assert out["claim"].holds is None
+    assert out["claim"].ours == 250.0 and out["claim"].baseline == 120.0
+    assert "300/200/300" not in out["claim"].note and "900/200/300" in out["claim"].note
+    assert len(out["extra"]["seeds"]) == 3 and out["extra"]["env_kwargs"] == {"terminate_when_unhealthy": False}

@@ -62,6 +62,8 @@ class ARS:
         Discount of the returns (1 = total return).
     info_keys : tuple of str
         ``info`` entries appended to the recorded observations.
+    env_kwargs : dict, optional
+        Keyword arguments for ``gymnasium.make`` (e.g. ``{"terminate_when_unhealthy": False}`` for Hopper).
 
     Attributes
     ----------
@@ -86,6 +88,7 @@ class ARS:
         seed: int = 0,
         gamma: float = 1.0,
         info_keys: tuple[str, ...] = ("x_velocity",),
+        env_kwargs: dict[str, Any] | None = None,
     ) -> None:
         if horizon < 1 or n_dirs < 1 or not 1 <= top <= n_dirs:
             raise ValueError(f"ARS: need horizon >= 1 and 1 <= top <= n_dirs, got {horizon}, {top}, {n_dirs}")
@@ -94,7 +97,7 @@ class ARS:
         import gymnasium as gym
 
         # The unwrapped env skips the checker/time-limit wrappers (we cap the horizon ourselves): ~2x faster.
-        self.env = gym.make(env_id).unwrapped
+        self.env = gym.make(env_id, **(env_kwargs or {})).unwrapped
         self.env_id, self.horizon, self.n_dirs, self.top = env_id, int(horizon), int(n_dirs), int(top)
         self.step, self.noise, self.seed, self.gamma, self.info_keys = step, noise, seed, float(gamma), info_keys
         self.obs_dim = int(np.prod(self.env.observation_space.shape))
