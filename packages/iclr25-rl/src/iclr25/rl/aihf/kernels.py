@@ -37,8 +37,9 @@ def _soft_vi_kernel(p_ptr, r_ptr, v_ptr, S, A, gamma, temp, iters, BLOCK_S: tl.c
         z = tl.where(ok2, q / temp, float("-inf"))
         m = tl.max(z, axis=1)
         m = tl.where(s < S, m, 0.0)
-        v_s = temp * (m + tl.log(tl.sum(tl.exp(z - m[:, None]), axis=1)))
-        v_s = tl.where(s < S, v_s, 0.0)
+        # padding rows (s >= S) sum to 0; log(1) keeps them finite before they are zeroed
+        tot = tl.where(s < S, tl.sum(tl.exp(z - m[:, None]), axis=1), 1.0)
+        v_s = tl.where(s < S, temp * (m + tl.log(tot)), 0.0)
         v_t = tl.sum(eye * v_s[:, None], axis=0)
     tl.store(v_ptr + b * S + s, v_s, mask=s < S)
 
