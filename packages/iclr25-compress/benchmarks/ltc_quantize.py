@@ -25,27 +25,19 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import time
 
 import torch
 
 from iclr25.compress.ltc import MixtureDensity, lattice
 from iclr25.compress.ltc.reference import mixture_mc_log_likelihood_reference
+from iclr25.core.bench import time_call
 from iclr25.core.triton import triton_reasons
 
 
 def _time(fn, repeat: int = 3) -> float:
-    fn()  # warm-up (kernel compilation)
-    best = float("inf")
-    for _ in range(repeat):
-        if torch.cuda.is_available():
-            torch.cuda.synchronize()
-        t = time.perf_counter()
-        fn()
-        if torch.cuda.is_available():
-            torch.cuda.synchronize()
-        best = min(best, time.perf_counter() - t)
-    return best
+    # fastest of the repeats, after one warm-up call (kernel compilation)
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    return time_call(fn, device=device, warmup=1, repeats=repeat).min
 
 
 def _official_style_e8(y: torch.Tensor) -> torch.Tensor:

@@ -15,19 +15,18 @@ Prints, measured in this one run (plain eager PyTorch, no torch.compile):
    not a dependency).
 
 The Triton path needs CUDA (on CPU only the torch path runs; the interpreter is far too slow to
-time). Each GPU figure is the median of 3 CUDA-event timings after warm-up (Triton compiles on
-the first call).
+time). Each figure is the median of 3 synchronised timings after warm-up (Triton compiles on
+the first call), taken with :func:`iclr25.core.bench.time_call`.
 """
 
 from __future__ import annotations
 
 import argparse
-import statistics
-import time
 from collections.abc import Callable
 
 import torch
 
+from iclr25.core.bench import time_call
 from iclr25.core.triton import triton_reasons
 from iclr25.generative.diffusion.nn import ResBlock, UNet2D, groupnorm_film_silu
 
@@ -35,28 +34,8 @@ from iclr25.generative.diffusion.nn import ResBlock, UNet2D, groupnorm_film_silu
 def timed(step: Callable[[], None], dev: torch.device, iters: int, warmup: int = 3, repeats: int = 3):
     """Median over ``repeats`` of seconds per call, and peak memory in MiB above what was allocated
     before (CUDA only, else nan)."""
-    for _ in range(warmup):
-        step()
-    times = []
-    if dev.type == "cuda":
-        torch.cuda.synchronize()
-        base = torch.cuda.memory_allocated()
-        torch.cuda.reset_peak_memory_stats()
-        for _ in range(repeats):
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            for _ in range(iters):
-                step()
-            end.record()
-            torch.cuda.synchronize()
-            times.append(start.elapsed_time(end) / 1e3 / iters)
-        return statistics.median(times), (torch.cuda.max_memory_allocated() - base) / 2**20
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        for _ in range(iters):
-            step()
-        times.append((time.perf_counter() - t0) / iters)
-    return statistics.median(times), float("nan")
+    t = time_call(step, device=dev, warmup=warmup, repeats=repeats, number=iters, memory=True)
+    return t.median, float("nan") if t.peak_mib is None else t.peak_mib
 
 
 def op_bench(a: argparse.Namespace, dev: torch.device, backends: list[str]) -> None:

@@ -18,9 +18,7 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import sys
-import time
 
 
 def main() -> int:
@@ -41,6 +39,7 @@ def main() -> int:
 
     import torch
 
+    from iclr25.core.bench import time_call
     from iclr25.neuro.spiking import GIFNeuron
 
     device = torch.device(args.device)
@@ -53,10 +52,6 @@ def main() -> int:
     gen = torch.Generator(device=device).manual_seed(0)
     x = torch.randn(args.B, args.N, generator=gen, device=device) * 1.5
     theta = torch.rand(args.N, generator=gen, device=device) * 0.5 + 0.25
-
-    def sync() -> None:
-        if device.type == "cuda":
-            torch.cuda.synchronize()
 
     def ours(backend: str):
         neuron = GIFNeuron(
@@ -78,15 +73,8 @@ def main() -> int:
         return step
 
     def timeit(fn) -> float:
-        fn()  # warm-up (compiles the kernel)
-        sync()
-        times = []
-        for _ in range(args.repeats):
-            t0 = time.perf_counter()
-            fn()
-            sync()
-            times.append(time.perf_counter() - t0)
-        return statistics.median(times)
+        # one warm-up call compiles the kernel
+        return time_call(fn, device=device, warmup=1, repeats=args.repeats).median
 
     rows = {"torch loop (reference)": timeit(ours("reference"))}
     if device.type == "cuda" or args.interpret:

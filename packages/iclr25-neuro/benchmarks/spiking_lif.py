@@ -16,8 +16,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
-import time
 
 
 def main() -> None:
@@ -35,6 +33,7 @@ def main() -> None:
 
     import torch
 
+    from iclr25.core.bench import time_call
     from iclr25.neuro.spiking import LIFState, lif_multistep
 
     device = torch.device(args.device)
@@ -43,10 +42,6 @@ def main() -> None:
     gen = torch.Generator(device=device).manual_seed(0)
     x = torch.randn(args.T, args.B, args.N, generator=gen, device=device) * 0.7 + 0.3
     tau = 10.0
-
-    def sync() -> None:
-        if device.type == "cuda":
-            torch.cuda.synchronize()
 
     def ours(backend: str):
         def step() -> None:
@@ -59,15 +54,8 @@ def main() -> None:
         return step
 
     def timeit(fn) -> float:
-        fn()  # warm-up (compiles the kernel)
-        sync()
-        times = []
-        for _ in range(args.repeats):
-            t0 = time.perf_counter()
-            fn()
-            sync()
-            times.append(time.perf_counter() - t0)
-        return statistics.median(times)
+        # one warm-up call compiles the kernel
+        return time_call(fn, device=device, warmup=1, repeats=args.repeats).median
 
     rows = {"torch loop (reference)": timeit(ours("reference"))}
     if device.type == "cuda" or args.interpret:

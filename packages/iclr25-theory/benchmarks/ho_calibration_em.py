@@ -18,18 +18,13 @@ small default sizes (``--buckets 100 --snapshots 200``); on a GPU use ``--device
 from __future__ import annotations
 
 import argparse
-import time
 
 import torch
 
+from iclr25.core.bench import time_call
 from iclr25.theory.ho_calibration import MixtureHead, counts_from_labels, fit_mixture_em, snapshot_nll
 from iclr25.theory.ho_calibration.em import em_init
 from iclr25.theory.ho_calibration.reference import fit_mixture_em_loop
-
-
-def _sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
 
 
 def bench_em(args: argparse.Namespace, device: torch.device) -> None:
@@ -41,18 +36,23 @@ def bench_em(args: argparse.Namespace, device: torch.device) -> None:
     mask = torch.ones(b, n, dtype=torch.bool)
     init = em_init(counts, mask, args.components, args.restarts, gen)
 
-    t0 = time.perf_counter()
-    w_ref, p_ref, _ = fit_mixture_em_loop(list(counts), *init, iters=args.iters)
-    t_loop = time.perf_counter() - t0
+    out: dict = {}
+
+    def loop() -> None:
+        out["loop"] = fit_mixture_em_loop(list(counts), *init, iters=args.iters)
+
+    t_loop = time_call(loop, warmup=0, repeats=1).median
+    w_ref, p_ref, _ = out["loop"]
 
     counts_d, mask_d = counts.to(device), mask.to(device)
     init_d = tuple(t.to(device) for t in init)
-    fit_mixture_em(counts_d, mask_d, args.components, 2, args.restarts, init=init_d)  # warm-up
-    _sync(device)
-    t0 = time.perf_counter()
-    fit = fit_mixture_em(counts_d, mask_d, args.components, args.iters, args.restarts, init=init_d)
-    _sync(device)
-    t_batched = time.perf_counter() - t0
+    fit_mixture_em(counts_d, mask_d, args.components, 2, args.restarts, init=init_d)  # cheap warm-up
+
+    def batched() -> None:
+        out["fit"] = fit_mixture_em(counts_d, mask_d, args.components, args.iters, args.restarts, init=init_d)
+
+    t_batched = time_call(batched, device=device, warmup=0, repeats=1).median
+    fit = out["fit"]
     diff = max(
         (fit.mixture.weights.cpu() - w_ref).abs().max().item(),
         (fit.mixture.components.cpu() - p_ref).abs().max().item(),
@@ -89,14 +89,7 @@ def bench_head(args: argparse.Namespace, device: torch.device) -> None:
 
     def timeit(fn, params):
         opt = torch.optim.Adam(params, lr=1e-3)
-        for _ in range(5):
-            fn(opt)
-        _sync(device)
-        t0 = time.perf_counter()
-        for _ in range(args.steps):
-            fn(opt)
-        _sync(device)
-        return (time.perf_counter() - t0) / args.steps
+        return time_call(lambda: fn(opt), device=device, warmup=5, repeats=1, number=args.steps).median
 
     t_mix = timeit(step_mixture, head.parameters())
     t_plain = timeit(step_plain, plain.parameters())

@@ -10,6 +10,7 @@ command) stay free of torch:
 - :mod:`iclr25.core.progress`    tqdm wrapper, silent when not a TTY or when ``ICLR25_NO_PROGRESS=1``
 - :mod:`iclr25.core.cards`       paper cards (the single source of truth for claims)
 - :mod:`iclr25.core.experiments` the experiment registry behind ``iclr25 reproduce``
+- :mod:`iclr25.core.bench`       the shared timer of the ratio benchmarks (warm-up, sync, median)
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from typing import Any
 
 __version__ = "0.1.0"
 
-_SUBMODULES = ("cards", "device", "experiments", "io", "lazy", "progress", "seed", "triton")
+_SUBMODULES = ("bench", "cards", "device", "experiments", "io", "lazy", "progress", "seed", "triton")
 __all__ = ["__version__", *_SUBMODULES]
 
 
