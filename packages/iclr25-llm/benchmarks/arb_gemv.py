@@ -25,6 +25,7 @@ import time
 
 import torch
 
+from iclr25.core.bench import time_call
 from iclr25.llm.arb import ARBConfig, ARBQuantizer, BinarizedLinear, binarize, block_bits
 from iclr25.llm.arb.packed import packed_gemv_reference
 
@@ -120,14 +121,8 @@ def main() -> None:
     else:
         xf, Wf = x.float(), Wh.float()
         reps = 3
-        t0 = time.perf_counter()
-        for _ in range(reps):
-            xf @ Wf.t()
-        t_dense = (time.perf_counter() - t0) / reps
-        t0 = time.perf_counter()
-        for _ in range(reps):
-            packed_gemv_reference(x, P)
-        t_ref = (time.perf_counter() - t0) / reps
+        t_dense = time_call(lambda: xf @ Wf.t(), warmup=0, repeats=1, number=reps).median
+        t_ref = time_call(lambda: packed_gemv_reference(x, P), warmup=0, repeats=1, number=reps).median
         print(f"  CPU dense fp32 matmul : {1e3 * t_dense:.2f} ms")
         print(f"  CPU packed reference  : {1e3 * t_ref:.2f} ms (dequantize + matmul; report only)")
         print("  Triton packed GEMV    : GPU only (not measurable on CPU)")

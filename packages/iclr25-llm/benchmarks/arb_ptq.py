@@ -23,6 +23,7 @@ import time
 
 import torch
 
+from iclr25.core.bench import time_call
 from iclr25.llm.arb import binarize, threshold_search
 from iclr25.llm.arb.reference import search_errors
 
@@ -73,13 +74,14 @@ def main() -> None:
         base = torch.ones_like(W[:, : args.blocksize], dtype=torch.bool)
         times = {}
         for be in ("reference", "triton"):
-            threshold_search(W[:, : args.blocksize], base, thr, backend=be)  # warm-up / compile
-            torch.cuda.synchronize()
-            t0 = time.perf_counter()
-            for _ in range(10):
-                threshold_search(W[:, : args.blocksize], base, thr, backend=be)
-            torch.cuda.synchronize()
-            times[be] = (time.perf_counter() - t0) / 10
+            # one warm-up call (Triton compiles), then the mean of 10 calls
+            times[be] = time_call(
+                lambda be=be: threshold_search(W[:, : args.blocksize], base, thr, backend=be),
+                device=dev,
+                warmup=1,
+                repeats=1,
+                number=10,
+            ).median
         print(
             f"  one block, torch vs Triton: {times['reference']:.4f} s / {times['triton']:.4f} s = "
             f"{times['reference'] / times['triton']:.2f}x"

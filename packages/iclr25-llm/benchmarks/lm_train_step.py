@@ -14,21 +14,16 @@ were not measured here.
 from __future__ import annotations
 
 import argparse
-import time
 
 import torch
 
+from iclr25.core.bench import time_call
 from iclr25.llm.lm import TinyLlama, TinyLlamaConfig, train_lm
 
 
-def _time(fn, repeats: int) -> float:
-    fn()  # warm-up
-    best = float("inf")
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t0)
-    return best
+def _time(fn, repeats: int, device: torch.device) -> float:
+    """Fastest of ``repeats`` timed calls after one warm-up call."""
+    return time_call(fn, device=device, warmup=1, repeats=repeats).min
 
 
 def main() -> None:
@@ -56,7 +51,7 @@ def main() -> None:
         def step(model=model):
             train_lm(model, tokens, steps=args.steps, batch_size=args.batch_size, seq_len=args.seq_len, log_every=0)
 
-        t = _time(step, args.repeats) / args.steps
+        t = _time(step, args.repeats, device) / args.steps
         print(f"train step  threads={n}: {t * 1e3:8.1f} ms/step  {args.batch_size * args.seq_len / t:10.0f} tokens/s")
     try:
         import transformers  # noqa: F401
@@ -69,8 +64,8 @@ def main() -> None:
         hf = model.to_hf().eval()
         x = torch.randint(0, cfg.vocab_size, (args.batch_size, args.seq_len), device=device)
         with torch.no_grad():
-            t_ours = _time(lambda model=model, x=x: model(x), args.repeats * 3)
-            t_hf = _time(lambda hf=hf, x=x: hf(x), args.repeats * 3)
+            t_ours = _time(lambda model=model, x=x: model(x), args.repeats * 3, device)
+            t_hf = _time(lambda hf=hf, x=x: hf(x), args.repeats * 3, device)
         print(
             f"forward     threads={n}: ours {t_ours * 1e3:7.2f} ms  HF {t_hf * 1e3:7.2f} ms  "
             f"ratio HF/ours = {t_hf / t_ours:.2f}"

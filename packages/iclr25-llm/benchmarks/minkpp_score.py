@@ -16,35 +16,19 @@ interpreter is a correctness tool, not a performance one), so the script reports
 from __future__ import annotations
 
 import argparse
-import time
 
 import torch
 
+from iclr25.core.bench import time_call
 from iclr25.llm.minkpp import token_stats
 
 
-def _time(fn, device, repeats: int) -> float:
-    fn()
-    if device.type == "cuda":
-        torch.cuda.synchronize()
-    t0 = time.perf_counter()
-    for _ in range(repeats):
-        fn()
-    if device.type == "cuda":
-        torch.cuda.synchronize()
-    return (time.perf_counter() - t0) / repeats
-
-
-def _peak(fn, device) -> float:
-    """Peak memory above the resting level, in MiB (CUDA allocator only)."""
-    if device.type == "cuda":
-        torch.cuda.synchronize()
-        base = torch.cuda.memory_allocated()
-        torch.cuda.reset_peak_memory_stats()
-        fn()
-        torch.cuda.synchronize()
-        return (torch.cuda.max_memory_allocated() - base) / 2**20
-    return float("nan")  # torch CPU allocations are invisible to tracemalloc; not measured
+def _measure(fn, device, repeats: int) -> tuple[float, float]:
+    """Mean seconds per call over ``repeats`` calls after one warm-up call, and the peak memory of
+    those calls above the resting level, in MiB (CUDA allocator only, else nan: torch CPU
+    allocations are invisible to tracemalloc)."""
+    t = time_call(fn, device=device, warmup=1, repeats=1, number=repeats, memory=True)
+    return t.median, float("nan") if t.peak_mib is None else t.peak_mib
 
 
 def main() -> None:
@@ -67,8 +51,8 @@ def main() -> None:
     backends = ["reference"] + (["triton"] if device.type == "cuda" else [])
     for b in backends:
         fn = lambda b=b: token_stats(logits, targets, backend=b)  # noqa: E731
-        sec = _time(fn, device, a.repeats)
-        rows[b] = (tokens / sec, _peak(fn, device))
+        sec, peak = _measure(fn, device, a.repeats)
+        rows[b] = (tokens / sec, peak)
         print(f"{b:<10} {rows[b][0]:14,.0f} tokens/s   peak extra {rows[b][1]:10.1f} MiB")
     if "triton" in rows:
         speed = rows["triton"][0] / rows["reference"][0]

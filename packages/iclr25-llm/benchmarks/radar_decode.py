@@ -17,31 +17,17 @@ Examples::
 from __future__ import annotations
 
 import argparse
-import time
 
 import torch
 import torch.nn.functional as F
 
+from iclr25.core.bench import time_call
 from iclr25.llm.radar import RadarConfig, RadarIndex, radar_attention
 
 
 def _time(fn, repeats: int, device: torch.device) -> float:
-    """Mean seconds per call (CUDA events on GPU, wall clock on CPU), after two warm-up calls."""
-    fn()
-    fn()
-    if device.type == "cuda":
-        torch.cuda.synchronize()
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        for _ in range(repeats):
-            fn()
-        end.record()
-        torch.cuda.synchronize()
-        return start.elapsed_time(end) / 1e3 / repeats
-    t0 = time.perf_counter()
-    for _ in range(repeats):
-        fn()
-    return (time.perf_counter() - t0) / repeats
+    """Mean seconds per call over ``repeats`` calls (synchronised on CUDA), after two warm-up calls."""
+    return time_call(fn, device=device, warmup=2, repeats=1, number=repeats).median
 
 
 def main() -> None:

@@ -29,6 +29,7 @@ import time
 import numpy as np
 import torch
 
+from iclr25.core.bench import time_call
 from iclr25.llm.bench.videoniah import (
     NeedleGallery,
     circular_accuracy,
@@ -202,13 +203,7 @@ def main() -> None:
 
     if a.scoring:
         recs = _scoring_records(a.scoring, a.seed)
-        circular_accuracy(recs)
-        times = []
-        for _ in range(5):
-            t0 = time.perf_counter()
-            circular_accuracy(recs)
-            times.append(time.perf_counter() - t0)
-        med = float(np.median(times))
+        med = time_call(lambda: circular_accuracy(recs), warmup=1, repeats=5).median
         print(f"  scoring {len(recs):,} predictions (official mode): {med * 1e3:.1f} ms median of 5 (target < 1 s)")
         t0 = time.perf_counter()
         circular_accuracy(recs, "strict")

@@ -28,6 +28,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from iclr25.core.bench import time_call
 from iclr25.neuro.topoloss import TopoLoss
 
 
@@ -68,20 +69,16 @@ def sync(device: torch.device) -> None:
 def time_steps(model: nn.Module, reg, x: torch.Tensor, steps: int, warmup: int = 2) -> float:
     """Median seconds per training step (forward, backward, AdamW) with regulariser ``reg(model)``."""
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
-    times = []
-    for i in range(warmup + steps):
-        sync(x.device)
-        t0 = time.perf_counter()
+
+    def step() -> None:
         loss = model(x).pow(2).mean()
         if reg is not None:
             loss = loss + reg(model)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
-        sync(x.device)
-        if i >= warmup:
-            times.append(time.perf_counter() - t0)
-    return sorted(times)[len(times) // 2]
+
+    return time_call(step, device=x.device, warmup=warmup, repeats=steps).median
 
 
 def time_reg(model: nn.Module, reg, steps: int, device: torch.device, warmup: int = 2) -> float:

@@ -13,11 +13,11 @@ Then the MuJoCo environment steps per second of the ARS optimizer (CPU-bound; no
 from __future__ import annotations
 
 import argparse
-import time
 
 import numpy as np
 import torch
 
+from iclr25.core.bench import time_call
 from iclr25.rl.aihf import ARS, batched_soft_vi, tabular
 
 
@@ -32,14 +32,9 @@ def numpy_soft_vi(P: np.ndarray, r: np.ndarray, gamma: float, temp: float, iters
     return V
 
 
-def timed(fn, repeats: int, sync=lambda: None) -> float:
-    fn()
-    sync()
-    t = time.perf_counter()
-    for _ in range(repeats):
-        fn()
-    sync()
-    return (time.perf_counter() - t) / repeats
+def timed(fn, repeats: int, device: torch.device | None = None) -> float:
+    """Mean seconds per call over ``repeats`` calls after one warm-up call."""
+    return time_call(fn, device=device, warmup=1, repeats=1, number=repeats).median
 
 
 def main() -> None:
@@ -56,7 +51,6 @@ def main() -> None:
     t_np = timed(lambda: numpy_soft_vi(gw.P, r, 0.9, 1.0, args.iters), args.repeats)
     V_np = numpy_soft_vi(gw.P, r, 0.9, 1.0, args.iters)
     dev = torch.device(args.device)
-    sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
     P_t, r_t = torch.as_tensor(gw.P, device=dev), torch.as_tensor(r, device=dev)
     print(f"batched soft VI: B={args.batch}, S=25, A=5, {args.iters} backups; numpy {t_np * 1e3:.1f} ms")
     for backend in ("reference", "triton"):
@@ -65,7 +59,7 @@ def main() -> None:
         except Exception as exc:
             print(f"  {backend:9s} on {dev.type}: skipped ({exc})")
             continue
-        t = timed(lambda b=backend: batched_soft_vi(P_t, r_t, 0.9, 1.0, args.iters, backend=b), args.repeats, sync)
+        t = timed(lambda b=backend: batched_soft_vi(P_t, r_t, 0.9, 1.0, args.iters, backend=b), args.repeats, dev)
         err = float(np.abs(V.cpu().numpy() - V_np).max())
         print(f"  {backend:9s} on {dev.type}: {t * 1e3:.2f} ms, {t_np / t:.1f}x numpy, max |ΔV| {err:.1e}")
 

@@ -14,23 +14,18 @@ otherwise that row says so.
 from __future__ import annotations
 
 import argparse
-import time
 
 import torch
 
+from iclr25.core.bench import time_call
 from iclr25.rl.efg_pg import QFR, games
 
 
 def _rate(solver: QFR, iters: int) -> float:
-    solver.step()  # warm-up: caches arrays, compiles kernels
-    if str(getattr(solver, "_backend", "")).startswith("cuda"):
-        torch.cuda.synchronize()
-    start = time.perf_counter()
-    for _ in range(iters):
-        solver.step()
-    if str(getattr(solver, "_backend", "")).startswith("cuda"):
-        torch.cuda.synchronize()
-    return iters / (time.perf_counter() - start)
+    # "numpy" or a torch device; one warm-up step caches arrays and compiles kernels
+    backend = getattr(solver, "_backend", None)
+    device = backend if isinstance(backend, torch.device) else None
+    return time_call(solver.step, device=device, warmup=1, repeats=1, number=iters).per_second
 
 
 def main() -> None:

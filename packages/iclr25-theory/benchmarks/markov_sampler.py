@@ -28,6 +28,7 @@ import time
 
 import torch
 
+from iclr25.core.bench import time_call
 from iclr25.core.triton import triton_reasons
 from iclr25.theory.markov_transformer import (
     BinaryMarkovChain,
@@ -41,15 +42,14 @@ from iclr25.theory.markov_transformer.training import _SweepSampler
 
 
 def _timed(fn, repeat: int, device: torch.device) -> tuple[float, torch.Tensor]:
-    out = fn()  # warm-up (Triton compilation)
-    if device.type == "cuda":
-        torch.cuda.synchronize()
-    start = time.perf_counter()
-    for _ in range(repeat):
-        out = fn()
-    if device.type == "cuda":
-        torch.cuda.synchronize()
-    return (time.perf_counter() - start) / repeat, out
+    """Mean seconds per call over ``repeat`` calls after one warm-up call (Triton compilation), and
+    the output of the last call."""
+    out = [None]
+
+    def call() -> None:
+        out[0] = fn()
+
+    return time_call(call, device=device, warmup=1, repeats=1, number=repeat).median, out[0]
 
 
 def bench_sampler(batch: int, length: int, device: torch.device, repeat: int) -> None:
@@ -113,13 +113,7 @@ def bench_sweep(runs: int, seq_runs: int, iters: int, length: int, device: torch
 
     # Where a sweep step goes: drawing the (R, B, N+1) batch vs the rest (forward, backward, AdamW).
     draw = _SweepSampler(chains, [torch.Generator(device=device).manual_seed(s) for s in seeds], 16, length + 1)
-    draw()
-    _sync(device)
-    start = time.perf_counter()
-    for _ in range(iters):
-        draw()
-    _sync(device)
-    t_draw = (time.perf_counter() - start) / iters
+    t_draw = time_call(draw, device=device, warmup=1, repeats=1, number=iters).median
 
     diff = max(abs(a["test_loss"] - b["test_loss"]) for a, b in zip(swept, seq, strict=False))
     per_step_seq = t_seq / (runs * iters)
