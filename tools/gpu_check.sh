@@ -65,6 +65,7 @@ step barrel 45 python3 $B/iclr25-neuro/benchmarks/barrel_epoch.py --device cuda 
 step lm 30 python3 $B/iclr25-llm/benchmarks/lm_train_step.py --device cuda --threads 1
 step aihf 30 python3 $B/iclr25-rl/benchmarks/aihf_bench.py --device cuda
 step lif 30 python3 $B/iclr25-neuro/benchmarks/spiking_lif.py --device cuda
+step gif 30 python3 $B/iclr25-neuro/benchmarks/spiking_gif.py --device cuda
 step topoloss 30 python3 $B/iclr25-neuro/benchmarks/topoloss_overhead.py --device cuda --d 768
 step hocal 30 python3 $B/iclr25-theory/benchmarks/ho_calibration_em.py --device cuda
 step efgpg 30 python3 $B/iclr25-rl/benchmarks/efg_pg_bench.py
