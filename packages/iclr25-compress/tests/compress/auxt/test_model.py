@@ -172,6 +172,38 @@ def test_hyperprior_bitstream_unchanged_and_round_trip():
         net.compress(torch.rand(1, 3, 32, 32))
 
 
+@pytest.mark.parametrize("cls", [cm.FactorizedPrior, cm.MeanScaleHyperprior], ids=lambda c: c.__name__)
+def test_checkpoint_saved_after_update_loads_into_a_fresh_model(cls, tmp_path):
+    # A trained codec is saved after update(); its CDF tables are sized by the learned
+    # distributions, so a fresh model (empty tables) must resize them to load it.
+    torch.manual_seed(0)
+    net = attach_auxt(cls(16, 24)).eval()
+    with torch.no_grad():
+        for k, m in enumerate(net.shortcuts):
+            g = torch.Generator().manual_seed(20 + k)
+            m.olp.weight.copy_(torch.randn(m.olp.weight.shape, generator=g) * 0.1)
+    net.update(force=True)
+    torch.save(net.state_dict(), tmp_path / "auxt.pt")
+    torch.manual_seed(1)  # a different initialisation, so only the checkpoint can make them agree
+    fresh = attach_auxt(cls(16, 24)).eval()
+    assert fresh.base.entropy_bottleneck._quantized_cdf.numel() == 0
+    fresh.load_state_dict(torch.load(tmp_path / "auxt.pt", weights_only=True))
+    for key, value in net.state_dict().items():
+        assert torch.equal(fresh.state_dict()[key], value), key
+    x = torch.rand(1, 3, 64, 64, generator=torch.Generator().manual_seed(5))
+    enc, enc_fresh = net.compress(x), fresh.compress(x)
+    assert enc_fresh["strings"] == enc["strings"]
+    dec = fresh.decompress(enc["strings"], enc["shape"])["x_hat"]
+    assert torch.equal(dec, net.decompress(enc["strings"], enc["shape"])["x_hat"])
+
+
+def test_checkpoint_of_another_size_still_fails_to_load():
+    net = attach_auxt(cm.FactorizedPrior(16, 24))
+    net.update(force=True)
+    with pytest.raises(RuntimeError, match="size mismatch"):
+        attach_auxt(cm.FactorizedPrior(16, 32)).load_state_dict(net.state_dict())
+
+
 def test_aux_loss_trains_only_quantiles():
     # The ortho penalty belongs to the main loss; aux_loss is the base model's quantile loss only.
     net = attach_auxt(cm.ScaleHyperprior(16, 24))

@@ -289,6 +289,17 @@ class AuxTModel(nn.Module):
         """The base model's quantile (auxiliary) loss."""
         return self.base.aux_loss()
 
+    def load_state_dict(self, state_dict: Any, strict: bool = True, assign: bool = False) -> Any:
+        """Load a state dict, first resizing the entropy coders' CDF buffers to the checkpoint's.
+
+        The CDF tables built by :meth:`update` change size with the learned distributions, so a
+        model saved after ``update()`` would not load into a freshly built one by plain
+        ``nn.Module.load_state_dict``. As CompressAI's own models do, the buffers are resized
+        first; every parameter must still match (a different ``N``/``M`` still raises).
+        """
+        _fit_coder_buffers(self, state_dict)
+        return super().load_state_dict(state_dict, strict=strict, assign=assign)
+
     def update(self, scale_table: Any = None, force: bool = False) -> bool:
         """Build the entropy coder's CDF tables (see CompressAI's ``update``)."""
         if scale_table is None:
@@ -338,6 +349,22 @@ class AuxTModel(nn.Module):
         out = self.base.decompress(payload, shape)
         out["x_hat"] = out["x_hat"].clamp(0, 1)[..., :h, :w]
         return out
+
+
+# Entropy-coder buffers whose size follows the learned distributions (CompressAI's EntropyModel).
+_CODER_BUFFERS = ("_quantized_cdf", "_offset", "_cdf_length", "scale_table")
+
+
+def _fit_coder_buffers(model: nn.Module, state_dict: Any) -> None:
+    from compressai.entropy_models import EntropyModel
+
+    for name, module in model.named_modules():
+        if not isinstance(module, EntropyModel):
+            continue
+        for buf_name, buf in module.named_buffers(recurse=False):
+            incoming = state_dict.get(f"{name}.{buf_name}") if buf_name in _CODER_BUFFERS else None
+            if isinstance(incoming, torch.Tensor) and incoming.shape != buf.shape:
+                buf.resize_(incoming.shape)
 
 
 def _crc(data: bytes, h: int, w: int) -> int:
