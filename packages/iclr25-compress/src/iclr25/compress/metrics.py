@@ -198,45 +198,69 @@ def _psnr(a: torch.Tensor, b: torch.Tensor) -> float:
 
 
 @torch.no_grad()
-def rd_point(model: torch.nn.Module, images: torch.Tensor, real_bitstream: bool = True) -> dict[str, float]:
+def rd_point(
+    model: torch.nn.Module, images: torch.Tensor, real_bitstream: bool = True, pad: bool = False
+) -> dict[str, float]:
     """Average rate and quality of a codec on a batch of images.
 
     Parameters
     ----------
     model:
-        A CompressAI ``CompressionModel`` or :class:`~iclr25.compress.auxt.AuxTModel`; put in eval
-        mode and, for ``real_bitstream``, its CDF tables rebuilt with ``update(force=True)``.
+        A CompressAI ``CompressionModel`` or :class:`~iclr25.compress.auxt.AuxTModel`. It is
+        evaluated in eval mode without gradients, and its previous train/eval mode is restored
+        afterwards; for ``real_bitstream`` its CDF tables are rebuilt with ``update(force=True)``.
     images:
         ``(B, 3, H, W)`` float in [0, 1].
     real_bitstream:
         Measure bpp from the bytes of ``compress`` and PSNR from ``decompress``; otherwise from the
         likelihoods and the forward output clamped to [0, 1].
+    pad:
+        Zero-pad H and W on the bottom/right to the model's multiple (``AuxTModel.multiple``; 64
+        for other models, as CompressAI's evaluation does) and crop the reconstruction. Rates
+        count the original ``H·W`` pixels. Without it, H and W must already fit the model.
 
     Returns
     -------
     dict
         ``{"bpp", "psnr", "bpp_estimate", "enc_s", "dec_s"}`` (per-image means; times 0 when not real).
     """
-    from iclr25.compress.auxt.model import check_images
+    from iclr25.compress.auxt.model import AuxTModel, _pad, check_images
 
     check_images(images, pad=True, name="images")
+    was_training = model.training
     model.eval()
-    if real_bitstream:
-        model.update(force=True)
+    try:
+        with torch.no_grad():
+            if real_bitstream:
+                model.update(force=True)
+            return _rd_point(model, images, real_bitstream, pad, isinstance(model, AuxTModel), _pad)
+    finally:
+        model.train(was_training)
+
+
+def _rd_point(model, images, real_bitstream: bool, pad: bool, auxt: bool, pad_fn) -> dict[str, float]:
     n, _, h, w = images.shape
+    # AuxTModel pads and crops itself (and records the size in its bitstream header).
+    kw = {"pad": pad} if auxt else {}
+    prep = (lambda x: pad_fn(x, 64)) if pad and not auxt else (lambda x: x)
     rows = []
     for i in range(n):
         x = images[i : i + 1]
-        out = model(x)
+        out = model(prep(x), **kw)
+        if not pad and out["x_hat"].shape[-2:] != x.shape[-2:]:
+            got = "x".join(map(str, out["x_hat"].shape[-2:]))
+            raise ValueError(f"images of {h}x{w} do not fit this model (it reconstructs {got}); pass pad=True")
         est = sum(float(torch.log2(lk).sum()) for lk in out["likelihoods"].values()) / (-h * w)
-        row = {"bpp_estimate": est, "bpp": est, "psnr": _psnr(out["x_hat"].clamp(0, 1), x), "enc_s": 0.0, "dec_s": 0.0}
+        x_hat = out["x_hat"][..., :h, :w].clamp(0, 1)
+        row = {"bpp_estimate": est, "bpp": est, "psnr": _psnr(x_hat, x), "enc_s": 0.0, "dec_s": 0.0}
         if real_bitstream:
             t0 = time.perf_counter()
-            enc = model.compress(x)
+            enc = model.compress(prep(x), **kw)
             t1 = time.perf_counter()
             dec = model.decompress(enc["strings"], enc["shape"])
             t2 = time.perf_counter()
             nbytes = sum(len(s) for group in enc["strings"] for s in group)
-            row.update(bpp=8 * nbytes / (h * w), psnr=_psnr(dec["x_hat"], x), enc_s=t1 - t0, dec_s=t2 - t1)
+            x_dec = dec["x_hat"][..., :h, :w]
+            row.update(bpp=8 * nbytes / (h * w), psnr=_psnr(x_dec, x), enc_s=t1 - t0, dec_s=t2 - t1)
         rows.append(row)
     return {k: float(np.mean([r[k] for r in rows])) for k in rows[0]}

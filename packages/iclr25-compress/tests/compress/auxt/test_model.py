@@ -229,6 +229,39 @@ def test_rd_point_without_bitstream_uses_likelihoods():
     assert pt["enc_s"] == pt["dec_s"] == 0.0
 
 
+def test_rd_point_restores_training_mode_and_builds_no_graph():
+    torch.manual_seed(0)
+    net = attach_auxt(cm.FactorizedPrior(16, 24)).train()
+    x = torch.rand(1, 3, 32, 32, generator=torch.Generator().manual_seed(6))
+    seen = []
+    net.base.register_forward_hook(lambda m, args, out: seen.append((m.training, torch.is_grad_enabled())))
+    rd_point(net, x)
+    assert seen == [(False, False)]  # measured in eval mode, without autograd
+    assert net.training and all(m.training for m in net.modules())  # and handed back in train mode
+    net.eval()
+    rd_point(net, x, real_bitstream=False)
+    assert not net.training
+
+
+def test_rd_point_pads_plain_compressai_models_and_counts_original_pixels():
+    torch.manual_seed(0)
+    base = cm.FactorizedPrior(16, 24).eval()
+    x = torch.rand(1, 3, 40, 56, generator=torch.Generator().manual_seed(7))
+    with pytest.raises(ValueError, match=r"do not fit this model.*pad=True"):
+        rd_point(base, x)  # the model would reconstruct 48x64: never compared silently
+    pt = rd_point(base, x, pad=True)
+    xp = torch.nn.functional.pad(x, (0, 8, 0, 24))  # zeros bottom/right up to 64x64
+    with torch.no_grad():
+        enc = base.compress(xp)
+        x_hat = base.decompress(enc["strings"], enc["shape"])["x_hat"][..., :40, :56]
+    nbytes = sum(len(s) for group in enc["strings"] for s in group)
+    assert pt["bpp"] == pytest.approx(8 * nbytes / (40 * 56), rel=1e-12)  # original pixels only
+    mse = (x_hat - x).pow(2).mean()
+    assert pt["psnr"] == pytest.approx(float(-10 * torch.log10(mse)), rel=1e-5)
+    net = attach_auxt(cm.FactorizedPrior(16, 24))
+    assert rd_point(net, x, pad=True)["bpp"] > 0  # AuxTModel pads by its own multiple (16)
+
+
 @pytest.mark.parametrize(
     "x,match",
     [
