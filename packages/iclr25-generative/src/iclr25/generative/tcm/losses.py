@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import numbers
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -34,6 +35,12 @@ def pseudo_huber(a: torch.Tensor, b: torch.Tensor, c: float = 1e-8) -> torch.Ten
 
     c -> 0 gives the L2 *norm* (not squared), the official CIFAR-10 setting.
     """
+    check_float("a", a)
+    check_float("b", b)
+    if a.shape != b.shape:
+        raise ValueError(f"a and b must have the same shape (B, ...), got {tuple(a.shape)} and {tuple(b.shape)}")
+    if not c >= 0:
+        raise ValueError(f"c must be >= 0, got {c}")
     d2 = (a - b).reshape(a.shape[0], -1).pow(2).sum(1)
     return (d2 + c * c).sqrt() - c
 
@@ -43,10 +50,21 @@ def _uniform(n: int, generator: torch.Generator | None, device: torch.device) ->
     return torch.rand(n, generator=generator, device=gen_dev, dtype=torch.float64).cpu().numpy()
 
 
+def _check_truncation(n: Any, t_min: float, t_max: float, **positive: float) -> None:
+    if isinstance(n, bool) or not isinstance(n, numbers.Integral) or n < 0:
+        raise ValueError(f"n must be an int >= 0, got {n!r}")
+    if not 0 < t_min < t_max < math.inf:
+        raise ValueError(f"need 0 < t_min < t_max < inf, got t_min={t_min}, t_max={t_max}")
+    for name, v in positive.items():
+        if not 0 < v < math.inf:
+            raise ValueError(f"{name} must be a finite float > 0, got {v}")
+
+
 def sample_truncated_lognormal(
     n: int, mean: float, std: float, t_min: float, t_max: float, generator: torch.Generator | None = None
 ) -> torch.Tensor:
     """(n,) float64 t with ln t ~ N(mean, std^2) truncated to [ln t_min, ln t_max] (exact inverse CDF)."""
+    _check_truncation(n, t_min, t_max, std=std)
     lo, hi = (math.log(t_min) - mean) / std, (math.log(t_max) - mean) / std
     u = _uniform(n, generator, torch.device("cpu"))
     p = special.ndtr(lo) + u * (special.ndtr(hi) - special.ndtr(lo))
@@ -62,6 +80,7 @@ def sample_truncated_log_student_t(
     Drawn exactly by inverse-CDF on the truncated interval (the same law as rejection sampling, and
     never clamping: with df = 0.01 almost all untruncated mass lies far outside the interval).
     """
+    _check_truncation(n, t_min, t_max, df=df, scale=scale)
     lo, hi = (math.log(t_min) - loc) / scale, (math.log(t_max) - loc) / scale
     u = _uniform(n, generator, torch.device("cpu"))
     flo, fhi = special.stdtr(df, lo), special.stdtr(df, hi)
@@ -106,6 +125,16 @@ def _check_common(schedule: Any, c: float, weighting: str) -> None:
 def _check_x0(x0: Any) -> torch.Tensor:
     check_float("x0", x0, 2)
     return check_finite("x0", x0)
+
+
+def _check_override(name: str, v: Any, batch: int, dtype: torch.dtype | None = None) -> None:
+    """The ``t``/``boundary`` overrides of the losses: (B,) tensors (``boundary``: bool)."""
+    if not isinstance(v, torch.Tensor):
+        raise TypeError(f"{name} expects a torch.Tensor, got {type(v).__name__}")
+    if tuple(v.shape) != (batch,):
+        raise ValueError(f"{name} must have shape ({batch},) (one per x0 row), got {tuple(v.shape)}")
+    if dtype is not None and v.dtype != dtype:
+        raise TypeError(f"{name} expects dtype {dtype}, got {v.dtype}")
 
 
 def _pair_loss(
@@ -186,6 +215,7 @@ class ConsistencyTrainingLoss(nn.Module):
         x0 = _check_x0(x0)
         if t is None:
             t = self.sample_t(x0.shape[0], generator)
+        _check_override("t", t, x0.shape[0])
         t = t.to(x0.device, x0.dtype)
         r = self.schedule.r(t, step)
         d = _pair_loss(denoiser, x0, t, r, cond or {}, self.c, generator)
@@ -274,7 +304,8 @@ class TruncatedConsistencyLoss(nn.Module):
     ) -> dict[str, torch.Tensor]:
         """Stage-2 loss on a batch x0 (B, ...) at global iteration ``step``.
 
-        ``t`` (B,) and ``boundary`` (B,) bool override the sampled levels (for tests).
+        ``t`` (B,) and ``boundary`` (B,) bool override the sampled levels (for tests); ``boundary``
+        needs ``t`` and defaults to ``t <= t_prime``.
 
         Returns
         -------
@@ -288,9 +319,13 @@ class TruncatedConsistencyLoss(nn.Module):
             raise ValueError(f"model.t_prime={model.t_prime} differs from the loss's t_prime={self.t_prime}")
         x0 = _check_x0(x0)
         if t is None:
+            if boundary is not None:
+                raise ValueError("boundary is only used together with t (pass both, or neither)")
             t, boundary = self.sample_t(x0.shape[0], generator)
-        elif boundary is None:
+        _check_override("t", t, x0.shape[0])
+        if boundary is None:
             boundary = t <= self.t_prime
+        _check_override("boundary", boundary, x0.shape[0], torch.bool)
         t, boundary = t.to(x0.device, x0.dtype), boundary.to(x0.device)
         # float32 round-off must not send a boundary sample (t = t') to the teacher
         t = torch.where(boundary, torch.full_like(t, self.t_prime), t.clamp_min(self.t_prime))

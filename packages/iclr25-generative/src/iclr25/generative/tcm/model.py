@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import math
 import warnings
 from typing import Any
 
@@ -41,8 +42,8 @@ class TruncatedCM(nn.Module):
             raise TypeError(
                 f"student and teacher must be nn.Modules, got {type(student).__name__} and {type(teacher).__name__}"
             )
-        if not (isinstance(t_prime, (int, float)) and t_prime > 0):
-            raise ValueError(f"t_prime must be a float > 0, got {t_prime!r}")
+        if not (isinstance(t_prime, (int, float)) and 0 < t_prime < math.inf):
+            raise ValueError(f"t_prime must be a finite float > 0, got {t_prime!r}")
         if student is teacher:
             raise ValueError("student and teacher must be different modules (deep-copy the stage-1 model)")
         if any(p.requires_grad for p in teacher.parameters()):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numbers
 import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -23,7 +24,7 @@ def consistency_sample(
     cond: dict[str, Any] | None = None,
     sigma_min: float = 0.002,
     device: torch.device | str | None = None,
-    dtype: torch.dtype = torch.float32,
+    dtype: torch.dtype | None = None,
 ) -> torch.Tensor:
     """Multistep consistency sampling: x = f(T z, T), then x = f(x + sqrt(t_i^2 - eps^2) z, t_i).
 
@@ -35,20 +36,28 @@ def consistency_sample(
     f: consistency function ``f(x, t, **cond)``.
     shape: output shape (B, ...).
     sigmas: strictly decreasing noise levels, all > ``sigma_min``; the first is T.
+    device, dtype: of the noise and samples; default those of ``f``'s parameters (a module),
+        else the default device and float32.
 
     Returns
     -------
     ``shape`` tensor of samples.
     """
+    if isinstance(shape, (int, torch.Tensor)) or not all(isinstance(n, numbers.Integral) and n >= 0 for n in shape):
+        raise TypeError(f"shape expects a sequence of ints (B, ...), e.g. (500, 2), got {shape!r}")
+    if isinstance(sigmas, (int, float)) or (isinstance(sigmas, torch.Tensor) and sigmas.dim() != 1):
+        raise TypeError(f"sigmas expects a sequence of noise levels, e.g. (80.0,) or (80.0, 1.0), got {sigmas!r}")
     if isinstance(f, TruncatedCM) and any(float(s) < f.t_prime for s in sigmas):
         warnings.warn(
             f"consistency_sample: levels {[float(s) for s in sigmas if float(s) < f.t_prime]} are below "
             f"t'={f.t_prime}; the stage-1 teacher is used there, not the truncated student",
             stacklevel=2,
         )
-    if device is None and isinstance(f, torch.nn.Module):
-        p = next(f.parameters(), None)
-        device = p.device if p is not None else None
+    p = next(f.parameters(), None) if isinstance(f, torch.nn.Module) else None
+    if device is None and p is not None:
+        device = p.device
+    if dtype is None:
+        dtype = p.dtype if p is not None and p.is_floating_point() else torch.float32
     was_training = getattr(f, "training", False)
     if isinstance(f, torch.nn.Module):
         f.eval()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import numbers
+
 import torch
 
 __all__ = ["ECTSchedule"]
@@ -36,9 +38,9 @@ class ECTSchedule:
 
     def stage(self, step: int) -> int:
         """Stage index ``step // double_every`` (the counter continues across TCM stages)."""
-        if not isinstance(step, int) or step < 0:
+        if not isinstance(step, numbers.Integral) or step < 0:
             raise ValueError(f"step must be an int >= 0, got {step!r}")
-        return step // self.double_every
+        return int(step) // self.double_every
 
     def ratio(self, step: int) -> float:
         """1 - 1/q^(stage+1), capped at ``ratio_limit``: 0.5, 0.75, 0.875, ... for q = 2."""
@@ -56,4 +58,4 @@ class ECTSchedule:
         return t - self.r(t, step)
 
     def __repr__(self) -> str:
-        return f"ECTSchedule(q={self.q}, double_every={self.double_every}, ratio_limit={self.ratio_limit})"
+        return f"ECTSchedule(q={self.q}, double_every={self.double_every}, ratio_limit={self.ratio_limit}, k={self.k})"

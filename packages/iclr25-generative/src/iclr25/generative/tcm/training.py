@@ -31,6 +31,16 @@ def _check_data(data: Any) -> None:
             raise ValueError("data must be finite, got NaN or inf values")
 
 
+def _check_loss(loss: Any, cls: type, other: str) -> None:
+    if not isinstance(loss, cls):
+        hint = (
+            f" (that one is for {other})"
+            if isinstance(loss, (ConsistencyTrainingLoss, TruncatedConsistencyLoss))
+            else ""
+        )
+        raise TypeError(f"loss must be a {cls.__name__}, got {type(loss).__name__}{hint}")
+
+
 def _stepped(loss_of_step: Callable[[nn.Module, Any, torch.Generator, int], torch.Tensor], start: int):
     counter = {"step": start}
 
@@ -69,6 +79,7 @@ def train_consistency(
 ) -> nn.Module:  # fmt: skip
     """Stage-1 consistency training for ``steps`` iterations, the Delta_t counter starting at ``start_step``."""
     _check_data(data)
+    _check_loss(loss, ConsistencyTrainingLoss, "train_truncated")
     fn = _stepped(lambda m, x, g, k: loss(m, x, k, generator=g), start_step)
     return _train_on_copy(
         model, fn, data, steps, start_step, lr=lr, batch_size=batch_size, seed=seed, grad_clip=grad_clip, log_every=0
@@ -83,6 +94,7 @@ def train_truncated(
     _check_data(data)
     if not isinstance(tcm, TruncatedCM):
         raise TypeError(f"tcm must be a TruncatedCM, got {type(tcm).__name__}")
+    _check_loss(loss, TruncatedConsistencyLoss, "train_consistency")
     fn = _stepped(lambda m, x, g, k: loss(m, x, k, generator=g)["loss"], start_step)
     return _train_on_copy(
         tcm, fn, data, steps, start_step, lr=lr, batch_size=batch_size, seed=seed, grad_clip=grad_clip, log_every=0
@@ -131,9 +143,16 @@ def train_tcm(
     for name, v in (("stage1_steps", stage1_steps), ("stage2_steps", stage2_steps)):
         if not isinstance(v, int) or v < 0:
             raise ValueError(f"{name} must be an int >= 0, got {v!r}")
+    if isinstance(net_factory, nn.Module) or not callable(net_factory):
+        raise TypeError(
+            f"net_factory expects a callable that builds the network (e.g. lambda: EDMPrecond(...)), "
+            f"got {type(net_factory).__name__}"
+        )
     _check_data(data)
     torch.manual_seed(seed)
     net = net_factory()
+    if not isinstance(net, nn.Module):
+        raise TypeError(f"net_factory() must return an nn.Module, got {type(net).__name__}")
     sched = ECTSchedule(**cfg.schedule)
     stage2_loss = TruncatedConsistencyLoss(sched, t_prime=t_prime, **cfg.stage2_loss)  # validates t' early
     if cfg.pretrain_steps:
