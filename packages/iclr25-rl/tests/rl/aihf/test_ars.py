@@ -30,6 +30,13 @@ def test_actions_outside_box_raise(ars):
         AIHF(LinearReward(lambda o, a: o, ars.obs_dim + 1), ars).fit(D, None, iters=1)
 
 
+def test_actions_of_the_wrong_size_name_the_dataset(ars):
+    # used to fail inside a reshape ("cannot reshape array of size 50 into shape (6)") without naming the data
+    D = TrajectoryDataset.from_rollouts([(np.zeros((10, ars.obs_dim + 1)), np.zeros((10, ars.act_dim - 1)))])
+    with pytest.raises(ValueError, match=rf"TrajectoryDataset: actions must have shape \(T, {ars.act_dim}\)"):
+        AIHF(LinearReward(lambda o, a: o, ars.obs_dim + 1), ars).fit(D, None, iters=1)
+
+
 def test_horizon_mismatch_raises(ars):
     D = TrajectoryDataset.from_rollouts([(np.zeros((7, ars.obs_dim + 1)), np.zeros((7, ars.act_dim)))])
     with pytest.raises(ValueError, match="horizon 7 != policy rollout horizon 10"):

@@ -133,8 +133,11 @@ class ARS:
         return LinearPolicy(self.M.copy(), self.mean.copy(), self.std.copy(), self.low, self.high)
 
     def check_actions(self, acts: np.ndarray, name: str) -> None:
-        """ValueError if any action lies outside the environment's Box."""
-        a = np.asarray(acts, dtype=float).reshape(-1, self.act_dim)
+        """ValueError if the actions are not (T, act_dim) or any lies outside the environment's Box."""
+        a = np.asarray(acts, dtype=float)
+        if a.ndim == 0 or int(np.prod(a.shape[1:])) != self.act_dim:
+            raise ValueError(f"{name}: actions must have shape (T, {self.act_dim}), got {a.shape}")
+        a = a.reshape(len(a), self.act_dim)
         bad = ((a < self.low - 1e-9) | (a > self.high + 1e-9)).any(1)
         if bad.any():
             i = int(np.flatnonzero(bad)[0])

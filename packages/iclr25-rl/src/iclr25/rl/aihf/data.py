@@ -27,6 +27,8 @@ def _as_segment(seg: Segment, dataset: str, i: int) -> Segment:
     if len(obs) != len(acts) or len(obs) == 0:
         raise ValueError(f"{dataset}: segment {i} needs equal, non-zero lengths; got obs {len(obs)}, acts {len(acts)}")
     for name, x in (("obs", obs), ("acts", acts)):
+        if not (np.issubdtype(x.dtype, np.number) or x.dtype == bool):
+            raise TypeError(f"{dataset}: {name} of segment {i} must be numeric, got dtype {x.dtype}")
         if not np.isfinite(np.asarray(x, dtype=float)).all():
             raise ValueError(f"{dataset}: {name} of segment {i} has NaN or inf")
     return obs, acts

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import math
+import numbers
 from collections.abc import Callable
 from typing import Any
 
@@ -138,7 +139,7 @@ class AIHF:
         if not isinstance(reward, RewardModel):
             raise TypeError(f"AIHF: reward must be a RewardModel, got {type(reward).__name__}")
         for name, w in (("w_demo", w_demo), ("w_pref", w_pref)):
-            if not (w == "count" or (isinstance(w, (int, float)) and w >= 0)):
+            if not ((isinstance(w, str) and w == "count") or (isinstance(w, numbers.Real) and w >= 0)):
                 raise ValueError(f"AIHF: {name} must be 'count' or a float >= 0, got {w!r}")
         if not beta > 0:
             raise ValueError(f"AIHF: beta must be > 0, got {beta}")
@@ -149,7 +150,7 @@ class AIHF:
                 f"AIHF: policy_steps_per_iter and n_policy_rollouts must be >= 1, got "
                 f"{policy_steps_per_iter}, {n_policy_rollouts}"
             )
-        if l2 < 0:
+        if not l2 >= 0:
             raise ValueError(f"AIHF: l2 must be >= 0, got {l2}")
         self.reward, self.policy_optimizer = reward, policy_optimizer
         self.w_demo, self.w_pref, self.beta, self.reward_lr = w_demo, w_pref, float(beta), float(reward_lr)
@@ -359,10 +360,10 @@ class RLHFPipeline:
         Runs the RL stage toward the SFT policy.
     kl_to_sft : float
         KL weight to the SFT policy (SoftVI: the KL temperature; ARS: weight of ‖a − a_SFT(s)‖²). 0 (ARS
-        only) drops the anchor.
-    l2 : float
+        only; ValueError for SoftVI) drops the anchor.
+    l2 : float >= 0
         L2 penalty of the reward MLE.
-    rl_steps : int
+    rl_steps : int >= 0
         Policy-optimizer steps in the RL stage.
     init_from_sft : bool
         Start the RL stage at the SFT policy (ARS); the tabular KL-RL is exact and needs no start.
@@ -383,8 +384,19 @@ class RLHFPipeline:
         init_from_sft: bool = True,
         seed: int = 0,
     ) -> None:
-        if kl_to_sft < 0:
+        if not isinstance(reward, RewardModel):
+            raise TypeError(f"RLHFPipeline: reward must be a RewardModel, got {type(reward).__name__}")
+        if not kl_to_sft >= 0:
             raise ValueError(f"RLHFPipeline: kl_to_sft must be >= 0, got {kl_to_sft}")
+        if kl_to_sft == 0 and getattr(policy_optimizer, "temperature", None) is not None:
+            # SoftVI would anchor to the SFT policy at its own temperature instead: not "no anchor".
+            raise ValueError(
+                "RLHFPipeline: kl_to_sft=0 (no anchor) is for ARS only; the tabular KL-RL needs kl_to_sft > 0"
+            )
+        if not l2 >= 0:
+            raise ValueError(f"RLHFPipeline: l2 must be >= 0, got {l2}")
+        if rl_steps < 0:
+            raise ValueError(f"RLHFPipeline: rl_steps must be >= 0, got {rl_steps}")
         self.reward, self.policy_optimizer, self.kl_to_sft, self.l2 = reward, policy_optimizer, kl_to_sft, l2
         self.rl_steps, self.init_from_sft, self.seed = int(rl_steps), init_from_sft, int(seed)
 
@@ -392,6 +404,10 @@ class RLHFPipeline:
         """SFT on ``D`` (if any), reward MLE on ``P``, then RL; returns self."""
         opt = self.policy_optimizer
         D = TrajectoryDataset.from_rollouts([]) if D is None else D
+        if not isinstance(D, TrajectoryDataset):
+            raise TypeError(f"RLHFPipeline.fit: D must be a TrajectoryDataset or None, got {type(D).__name__}")
+        if not isinstance(P, PreferenceDataset):
+            raise TypeError(f"RLHFPipeline.fit: P must be a PreferenceDataset, got {type(P).__name__}")
         if len(P) == 0:
             raise ValueError("RLHFPipeline.fit: P is empty; the pipeline's reward model needs preferences")
         self.sft_ = opt.behavior_clone(D) if len(D) else None

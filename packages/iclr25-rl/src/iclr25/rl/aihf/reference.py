@@ -11,6 +11,13 @@ def check_soft_vi_args(P: torch.Tensor, r: torch.Tensor, gamma: float, temp: flo
     """Shared validation; raises ValueError/TypeError naming the argument."""
     if not isinstance(P, torch.Tensor) or not isinstance(r, torch.Tensor):
         raise TypeError(f"batched_soft_vi: P and r must be tensors, got {type(P).__name__}, {type(r).__name__}")
+    if not (P.is_floating_point() and r.is_floating_point()):
+        raise TypeError(f"batched_soft_vi: P and r must be floating-point tensors, got {P.dtype}, {r.dtype}")
+    if P.dtype != r.dtype or P.device != r.device:
+        raise ValueError(
+            f"batched_soft_vi: r must have P's dtype and device, got P {P.dtype} on {P.device}, "
+            f"r {r.dtype} on {r.device}; convert one, e.g. P.to(r)"
+        )
     if P.ndim != 3 or P.shape[0] != P.shape[2]:
         raise ValueError(f"batched_soft_vi: P must be (S, A, S), got {tuple(P.shape)}")
     if r.ndim != 3 or tuple(r.shape[1:]) != tuple(P.shape[:2]):

@@ -108,6 +108,8 @@ class MLPReward(RewardModel):
         Flattened observation and action sizes.
     hidden : tuple of int
         Hidden widths (tanh activations).
+    dtype : torch.dtype
+        Parameter dtype (float64 by default).
     """
 
     def __init__(

@@ -69,7 +69,15 @@ class GridWorld:
 
     def features(self, obs: np.ndarray, acts: np.ndarray) -> np.ndarray:
         """φ(s, a) = φ(s), shape (T, n_features); ``feature_fn`` for :class:`LinearReward`."""
-        return self.phi[np.asarray(obs, dtype=np.int64)]
+        return self.phi[self.check_states(obs, "GridWorld.features")]
+
+    def check_states(self, obs: np.ndarray, name: str) -> np.ndarray:
+        """``obs`` as int64 state ids; ValueError unless every one is an integer in [0, n_states)."""
+        o = np.asarray(obs)
+        bad = (o != np.round(o)) | (o < 0) | (o >= self.n_states)
+        if bad.any():
+            raise ValueError(f"{name}: obs must be integer state ids in [0, {self.n_states}), got {o[bad][0]}")
+        return o.astype(np.int64)
 
     def all_pairs(self) -> tuple[np.ndarray, np.ndarray]:
         """Every (state, action) pair in row-major (S, A) order, as two (S·A,) arrays."""
@@ -80,6 +88,11 @@ class GridWorld:
         """Sample ``n`` episodes of length ``horizon`` from a (S, A) stochastic policy."""
         rng = np.random.default_rng(seed)
         S, A = self.n_states, self.n_actions
+        policy = np.asarray(policy, dtype=float)
+        if policy.shape != (S, A):
+            raise ValueError(f"GridWorld.rollouts: policy must be an (S, A) = ({S}, {A}) array, got {policy.shape}")
+        if not (np.all(policy >= 0) and np.allclose(policy.sum(1), 1.0, rtol=0, atol=1e-6)):
+            raise ValueError("GridWorld.rollouts: policy rows must be probability distributions (>= 0, sum 1)")
         cum_pi, cum_P = np.cumsum(policy, 1), np.cumsum(self.P, 2)
         s = rng.choice(S, size=n, p=self.mu0)
         obs, acts = np.zeros((n, horizon), np.int64), np.zeros((n, horizon), np.int64)
@@ -228,7 +241,9 @@ class SoftVI:
         return self
 
     def improve(self, reward: RewardModel, n_steps: int) -> None:
-        """``n_steps`` soft Bellman backups on the current reward, warm-started."""
+        """``n_steps`` soft Bellman backups on the current reward, warm-started (0: keep the current policy)."""
+        if n_steps < 1:
+            return
         with torch.no_grad():
             r = self.reward_table(reward).double().numpy()
         # numpy backups: the tables are tiny, so torch's per-op overhead would dominate.
@@ -274,7 +289,9 @@ class SoftVI:
         """Tabular BC / SFT: add-``smoothing`` action counts per state, shape (S, A)."""
         env = self._need_env()
         counts = np.full((env.n_states, env.n_actions), float(smoothing))
-        np.add.at(counts, (np.asarray(demos.obs, np.int64), np.asarray(demos.acts, np.int64)), 1.0)
+        env.check_actions(demos.acts, "TrajectoryDataset")
+        obs = env.check_states(demos.obs, "TrajectoryDataset")
+        np.add.at(counts, (obs, np.asarray(demos.acts, np.int64)), 1.0)
         return counts / counts.sum(1, keepdims=True)
 
 
