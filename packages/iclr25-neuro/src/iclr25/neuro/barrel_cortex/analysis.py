@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import numbers
 from collections.abc import Iterable
 from typing import Any
 
@@ -21,8 +22,25 @@ logger = logging.getLogger(__name__)
 __all__ = ["evaluate", "firing_statistics", "selectivity_anova", "train_barrel", "whisker_deprivation_curve"]
 
 
-def _as_tensor(x: np.ndarray | torch.Tensor, device: torch.device) -> torch.Tensor:
-    return (torch.from_numpy(x) if isinstance(x, np.ndarray) else x).to(device)
+def _as_tensor(x: np.ndarray | torch.Tensor, device: torch.device, dtype: torch.dtype | None = None) -> torch.Tensor:
+    t = (torch.from_numpy(x) if isinstance(x, np.ndarray) else x).to(device)
+    # spikes follow the model's float dtype (to_spikes gives float32; a .double() model needs float64)
+    return t.to(dtype) if dtype is not None and t.is_floating_point() else t
+
+
+def _param(model: BarrelCortexRSNN) -> torch.Tensor:
+    return next(model.parameters())
+
+
+def _check_int(name: str, v: object, low: int) -> int:
+    if not isinstance(v, numbers.Integral) or isinstance(v, bool) or v < low:
+        raise ValueError(f"{name} must be an int >= {low}, got {v!r}")
+    return int(v)
+
+
+def _check_lengths(spikes: np.ndarray | torch.Tensor, labels: np.ndarray | torch.Tensor) -> None:
+    if len(spikes) != len(labels):
+        raise ValueError(f"spikes and labels must have the same length, got {len(spikes)} and {len(labels)}")
 
 
 @torch.no_grad()
@@ -30,12 +48,14 @@ def evaluate(
     model: BarrelCortexRSNN, spikes: np.ndarray | torch.Tensor, labels: np.ndarray | torch.Tensor, batch_size: int = 64
 ) -> float:
     """Accuracy of ``model`` on ``spikes [N, 2, (sweeps,) T, 93]`` with ``labels [N]``."""
-    dev = next(model.parameters()).device
+    batch_size = _check_int("batch_size", batch_size, 1)
+    _check_lengths(spikes, labels)
+    dev, dtype = _param(model).device, _param(model).dtype
     was = model.training
     model.eval()
     correct = 0
     for i in range(0, len(labels), batch_size):
-        scores = model(_as_tensor(spikes[i : i + batch_size], dev))
+        scores = model(_as_tensor(spikes[i : i + batch_size], dev, dtype))
         correct += int((scores.argmax(1).cpu() == _as_tensor(labels[i : i + batch_size], torch.device("cpu"))).sum())
     model.train(was)
     return correct / max(len(labels), 1)
@@ -64,12 +84,11 @@ def train_barrel(
     dict
         ``loss``: mean training loss per epoch; ``train_acc``: training accuracy during each epoch.
     """
-    if not isinstance(epochs, int) or epochs < 0:
-        raise ValueError(f"epochs must be an int >= 0, got {epochs!r}")
-    if not isinstance(batch_size, int) or batch_size < 1:
-        raise ValueError(f"batch_size must be an int >= 1, got {batch_size!r}")
-    dev = next(model.parameters()).device
-    x, y = _as_tensor(spikes, torch.device("cpu")), _as_tensor(labels, torch.device("cpu")).long()
+    epochs = _check_int("epochs", epochs, 0)
+    batch_size = _check_int("batch_size", batch_size, 1)
+    step_size = _check_int("step_size", step_size, 1)
+    dev = _param(model).device
+    x, y = _as_tensor(spikes, torch.device("cpu"), _param(model).dtype), _as_tensor(labels, torch.device("cpu")).long()
     if len(x) != len(y):
         raise ValueError(f"spikes and labels must have the same length, got {len(x)} and {len(y)}")
     opt = torch.optim.Adam(model.param_groups(lr))
@@ -129,8 +148,7 @@ def whisker_deprivation_curve(
     ks = [int(k) for k in ks]
     if any(not 0 <= k <= pool for k in ks) or not 1 <= pool <= N_WHISKERS:
         raise ValueError(f"ks must lie in 0..pool and pool in 1..{N_WHISKERS}, got ks={ks}, pool={pool}")
-    if not isinstance(draws, int) or draws < 1:
-        raise ValueError(f"draws must be an int >= 1, got {draws!r}")
+    draws = _check_int("draws", draws, 1)
     rng = np.random.default_rng(seed)
     per_draw: dict[int, list[float]] = {}
     for k in ks:
@@ -154,9 +172,9 @@ def whisker_deprivation_curve(
 
 @torch.no_grad()
 def _record(model: BarrelCortexRSNN, spikes: np.ndarray | torch.Tensor, batch_size: int = 64) -> torch.Tensor:
-    dev = next(model.parameters()).device
+    dev, dtype = _param(model).device, _param(model).dtype
     out = [
-        model(_as_tensor(spikes[i : i + batch_size], dev), record=True)[1].cpu()
+        model(_as_tensor(spikes[i : i + batch_size], dev, dtype), record=True)[1].cpu()
         for i in range(0, len(spikes), batch_size)
     ]
     return torch.cat(out)  # [N, T, n]
@@ -184,6 +202,7 @@ def selectivity_anova(
         least once), ``preferred (n,)`` class index and ``ternary (n, C)``: per-class firing
         proportions with ``smoothing`` added to every count.
     """
+    _check_lengths(spikes, labels)
     rec = _record(model, spikes)
     y = _as_tensor(labels, torch.device("cpu")).long()
     classes = torch.unique(y)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import math
+import numbers
 from typing import Any
 
 import torch
@@ -144,10 +145,14 @@ class ConstrainedSpikingNetwork(nn.Module):
         return w, w_in
 
     def initial_state(self, batch: int, device: torch.device, dtype: torch.dtype) -> tuple[torch.Tensor, ...]:
-        """``(v, s, b)`` each ``(batch, n)`` as chosen by ``init_state``."""
+        """``(v, s, b)`` each ``(batch, n)`` as chosen by ``init_state``.
+
+        The official state is drawn in float32 and then cast, so ``.double()`` (or ``.half()``) starts
+        from the same state as float32 (as the thalamus does) instead of from a different random draw.
+        """
         gen = torch.Generator().manual_seed(OFFICIAL_STATE_SEED)
-        st = alif_initial_state((batch, self.spec.n), init=self.init_state, b0=self.b0, generator=gen, dtype=dtype)
-        return tuple(t.to(device) for t in st)
+        st = alif_initial_state((batch, self.spec.n), init=self.init_state, b0=self.b0, generator=gen)
+        return tuple(t.to(device=device, dtype=dtype) for t in st)
 
     def _kernel_reasons(self, inputs: torch.Tensor, explicit: bool) -> list[str]:
         reasons = triton_reasons(inputs, allow_interpreter=explicit)
@@ -189,6 +194,12 @@ class ConstrainedSpikingNetwork(nn.Module):
         torch.Tensor
             ``(T, B, n)`` 0/1 spikes.
         """
+        n_in = self.spec.n_input
+        if not isinstance(inputs, torch.Tensor) or not inputs.is_floating_point():
+            got = f"a tensor of dtype {inputs.dtype}" if isinstance(inputs, torch.Tensor) else type(inputs).__name__
+            raise TypeError(f"inputs must be a float tensor (T, B, {n_in}), got {got}")
+        if inputs.ndim != 3 or inputs.shape[-1] != n_in:
+            raise ValueError(f"inputs must have shape (T, B, {n_in}) (n_input = {n_in}), got {tuple(inputs.shape)}")
         t_steps, batch, _ = inputs.shape
         w, w_in = self.effective_weights()
         alpha = torch.exp(-1.0 / self.tau_m)
@@ -232,7 +243,8 @@ def check_spike_input(spikes: Any, n_inputs: int, allow_rates: bool = False) -> 
     """
     layout = f"[B, 2, T, {n_inputs}] or official [B, 2, sweeps, T, {n_inputs}]"
     if not isinstance(spikes, torch.Tensor) or not spikes.is_floating_point():
-        raise TypeError(f"spikes must be a float tensor of layout {layout}, got {type(spikes).__name__}")
+        got = f"a tensor of dtype {spikes.dtype}" if isinstance(spikes, torch.Tensor) else type(spikes).__name__
+        raise TypeError(f"spikes must be a float tensor of layout {layout}, got {got}")
     if spikes.ndim == 5:
         if spikes.shape[2] < 1:
             raise ValueError(f"spikes must have at least one sweep, layout {layout}, got {tuple(spikes.shape)}")
@@ -298,29 +310,33 @@ class BarrelCortexRSNN(nn.Module):
         _choice("readout", readout, _READOUTS)
         _choice("backend", backend, _BACKENDS)
         for name, v in (("n_whisker_inputs", n_whisker_inputs), ("n_classes", n_classes)):
-            if not isinstance(v, int) or v < 1:
+            if not isinstance(v, numbers.Integral) or isinstance(v, bool) or v < 1:
                 raise ValueError(f"{name} must be an int >= 1, got {v!r}")
+        n_whisker_inputs, n_classes = int(n_whisker_inputs), int(n_classes)
         spec = ConnectivitySpec.barrel(scale=scale, seed=seed)
         self.n_inputs, self.n_classes, self.readout = n_whisker_inputs, n_classes, readout
-        torch.manual_seed(seed)  # the Linear layers' default init
-        self.fc_force = nn.Linear(n_whisker_inputs, 100)
-        self.fc_torque = nn.Linear(n_whisker_inputs, 100)
-        self.fc_thalamus = nn.Linear(200, 200)
-        self.tau_m_thal = nn.Parameter(torch.full((200,), 10.0))
-        self.tau_adp_thal = nn.Parameter(torch.full((200,), 5.0))
-        self.cortex = ConstrainedSpikingNetwork(
-            spec, init_w, init_b, update=update, init_state=init_state, backend=backend
-        )
-        e_pops = [i for i, k in enumerate(spec.kinds) if k == "E"]
-        off = spec.offsets
-        idx = torch.cat([torch.arange(off[i], off[i + 1]) for i in e_pops])
-        self.register_buffer("readout_index", idx)
-        self.fc_hidden = nn.Linear(len(idx), 128)
-        self.fc_out = nn.Linear(128, n_classes)
-        # RSNN_bfd re-initialises these weight matrices Xavier-uniform (biases and the thalamic
-        # Linear(200,200) keep PyTorch's default); the larger input weights set the thalamic drive.
-        for layer in (self.fc_force, self.fc_torque, self.fc_hidden, self.fc_out):
-            nn.init.xavier_uniform_(layer.weight)
+        # the Linear layers' default and Xavier inits draw from the global generator seeded with
+        # ``seed`` (as before); it is forked so that building a model leaves the caller's stream alone
+        with torch.random.fork_rng(devices=[]):
+            torch.random.default_generator.manual_seed(int(seed))
+            self.fc_force = nn.Linear(n_whisker_inputs, 100)
+            self.fc_torque = nn.Linear(n_whisker_inputs, 100)
+            self.fc_thalamus = nn.Linear(200, 200)
+            self.tau_m_thal = nn.Parameter(torch.full((200,), 10.0))
+            self.tau_adp_thal = nn.Parameter(torch.full((200,), 5.0))
+            self.cortex = ConstrainedSpikingNetwork(
+                spec, init_w, init_b, update=update, init_state=init_state, backend=backend
+            )
+            e_pops = [i for i, k in enumerate(spec.kinds) if k == "E"]
+            off = spec.offsets
+            idx = torch.cat([torch.arange(off[i], off[i + 1]) for i in e_pops])
+            self.register_buffer("readout_index", idx)
+            self.fc_hidden = nn.Linear(len(idx), 128)
+            self.fc_out = nn.Linear(128, n_classes)
+            # RSNN_bfd re-initialises these weight matrices Xavier-uniform (biases and the thalamic
+            # Linear(200,200) keep PyTorch's default); the larger input weights set the thalamic drive.
+            for layer in (self.fc_force, self.fc_torque, self.fc_hidden, self.fc_out):
+                nn.init.xavier_uniform_(layer.weight)
 
     @property
     def n_neurons(self) -> int:

@@ -9,6 +9,7 @@ Values are rounded to 4 decimals; code keys on population indices, names are pos
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Sequence
 from typing import NamedTuple
 
@@ -118,7 +119,7 @@ class ConnectivitySpec:
             raise ValueError(f"sizes must be a non-empty sequence of positive ints, got {sizes}")
         if len(kinds) != n_pop or any(k not in ("E", "I") for k in kinds):
             raise ValueError(f"kinds must be {n_pop} entries 'E' or 'I', got {kinds}")
-        if not isinstance(scale, (int, float)) or isinstance(scale, bool) or not scale > 0 or not math.isfinite(scale):
+        if not isinstance(scale, numbers.Real) or isinstance(scale, bool) or not scale > 0 or not math.isfinite(scale):
             raise ValueError(f"scale must be a float > 0, got {scale!r}")
         is_e = np.array([k == "E" for k in kinds])
         if isinstance(p_recurrent, tuple):
@@ -133,13 +134,14 @@ class ConnectivitySpec:
                 raise ValueError(f"rows {wrong.tolist()} contradict kinds {kinds}: E rows go in table 0, I rows in 1")
             p = p_e + p_i
         else:
-            p = np.asarray(p_recurrent, dtype=np.float64)
+            p = np.array(p_recurrent, dtype=np.float64)  # a copy: later edits of the caller's table do not leak in
             _check_probabilities("p_recurrent", p, (n_pop, n_pop))
         if p_input is not None:
-            p_input = np.asarray(p_input, dtype=np.float64)
+            p_input = np.array(p_input, dtype=np.float64)
             _check_probabilities("p_input", p_input, (n_pop,))
-        if not isinstance(n_input, int) or n_input < 0:
+        if not isinstance(n_input, numbers.Integral) or isinstance(n_input, bool) or n_input < 0:
             raise ValueError(f"n_input must be an int >= 0, got {n_input!r}")
+        n_input = int(n_input)
         self.full_sizes = tuple(sizes)
         self.sizes = tuple(max(1, round(n * scale)) for n in sizes)
         self.kinds = tuple(kinds)

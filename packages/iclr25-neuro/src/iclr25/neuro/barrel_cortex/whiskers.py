@@ -9,6 +9,7 @@ a damped 2nd-order resonator per whisker. Output layout of the original data: ``
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -23,6 +24,11 @@ MAX_PENETRATION = 6.0  # mm
 FRICTION = 0.3
 ZETA = 0.35
 ZERO_FLOOR = 1e-5  # official: zero magnitudes replaced before the log
+
+
+def _is_int(v: Any) -> bool:
+    """Python or NumPy integer (not bool)."""
+    return isinstance(v, numbers.Integral) and not isinstance(v, bool)
 
 
 def _box(p: np.ndarray, half: Sequence[float], centre: Sequence[float] = (0.0, 0.0, 0.0)) -> np.ndarray:
@@ -101,11 +107,11 @@ class WhiskerSweepSimulator:
     ) -> None:
         if n_whiskers != N_WHISKERS:
             raise ValueError(f"n_whiskers must be {N_WHISKERS} (rows {ROWS}), got {n_whiskers!r}")
-        if not isinstance(frames, int) or frames < 2:
+        if not _is_int(frames) or frames < 2:
             raise ValueError(f"frames must be an int >= 2, got {frames!r}")
-        if not isinstance(points_per_whisker, int) or points_per_whisker < 2:
+        if not _is_int(points_per_whisker) or points_per_whisker < 2:
             raise ValueError(f"points_per_whisker must be an int >= 2, got {points_per_whisker!r}")
-        self.frames, self.k, self.resonate = frames, points_per_whisker, resonate
+        self.frames, self.k, self.resonate = int(frames), int(points_per_whisker), resonate
         self.rng = np.random.default_rng(seed)
         base, direction, length = [], [], []
         for r, n in enumerate(ROWS):
@@ -246,8 +252,11 @@ def make_whisker_dataset(
         (class order of ``classes``), N = ``n_per_class * len(classes)``, classes interleaved.
     """
     for name, v in (("n_per_class", n_per_class), ("sweeps", sweeps)):
-        if not isinstance(v, int) or v < 0 or (name == "sweeps" and v < 1):
+        if not _is_int(v) or v < 0 or (name == "sweeps" and v < 1):
             raise ValueError(f"{name} must be a non-negative int (sweeps >= 1), got {v!r}")
+    n_per_class, sweeps = int(n_per_class), int(sweeps)
+    if isinstance(classes, str):  # "box" would otherwise be read as the classes "b", "o", "x"
+        raise TypeError(f"classes must be a sequence of object names, e.g. ('box',), got the string {classes!r}")
     for c in classes:
         if c not in OBJECTS:
             raise KeyError(f"unknown object {c!r}; valid names: {list(OBJECTS)}")
@@ -309,8 +318,9 @@ def to_spikes(
         ``meta``: ``{"c_f", "c_t", "rate_force", "rate_torque"}``.
     """
     _check_pair(force, torque)
-    if not isinstance(dt, int) or dt < 1:
+    if not _is_int(dt) or dt < 1:
         raise ValueError(f"dt must be an int >= 1, got {dt!r}")
+    dt = int(dt)
     for name, a in (("force", force), ("torque", torque)):
         # a NaN magnitude gives p = NaN, which Bernoulli sampling would silently turn into no spikes
         if not np.isfinite(a).all():
@@ -328,7 +338,7 @@ def to_spikes(
     out = []
     for m, c in ((mf, c_f), (mt, c_t)):
         p = 1.0 / (1.0 + np.exp(-(np.log(m) - c)))
-        p = np.repeat(p.reshape(*p.shape[:3], -1), dt, axis=2)  # [N, S, F·dt, 93]
+        p = np.repeat(p.reshape(*p.shape[:3], N_WHISKERS * N_NODES), dt, axis=2)  # [N, S, F·dt, 93]
         out.append((rng.random(p.shape) < p).astype(np.float32))
     spikes = np.stack(out, axis=1)
     meta = {"c_f": c_f, "c_t": c_t, "rate_force": float(out[0].mean()) if out[0].size else 0.0}
