@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import math
+import numbers
 from collections.abc import Mapping, Sequence
 
 import torch
@@ -44,10 +45,12 @@ def sample_passages(
     (n, length) long tensor
     """
     streams = list(docs.values()) if isinstance(docs, Mapping) else list(docs)
-    if not isinstance(length, int) or length < 2:
+    # numbers.Integral admits numpy ints (np.int64 is not an int subclass).
+    if isinstance(length, bool) or not isinstance(length, numbers.Integral) or length < 2:
         raise ValueError(f"length must be an int >= 2; got {length!r}")
-    if not isinstance(n, int) or n < 1:
+    if isinstance(n, bool) or not isinstance(n, numbers.Integral) or n < 1:
         raise ValueError(f"n must be a positive int; got {n!r}")
+    n, length = int(n), int(length)
     windows = []
     for s in streams:
         if not isinstance(s, torch.Tensor) or s.dim() != 1:
@@ -102,6 +105,8 @@ def inject_members(
     if not isinstance(member_ids, torch.Tensor) or member_ids.dim() != 2 or member_ids.shape[1] < 2:
         got = tuple(member_ids.shape) if isinstance(member_ids, torch.Tensor) else type(member_ids).__name__
         raise ValueError(f"member_ids must be an (N, L >= 2) long tensor; got {got}")
+    if member_ids.is_floating_point() or member_ids.is_complex() or member_ids.dtype == torch.bool:
+        raise TypeError(f"member_ids must be an integer (long) tensor of token ids; got {member_ids.dtype}")
     if not isinstance(exposures, int) or exposures < 1:
         raise ValueError(f"exposures must be a positive int; got {exposures!r}")
     for name, v in (("members_per_step", members_per_step), ("general_per_step", general_per_step)):

@@ -18,7 +18,7 @@ from torch import nn
 
 from iclr25.core.progress import progress
 
-from .scores import _check_k, _check_methods, score_all
+from .scores import _check_ks, _check_methods, score_all
 
 __all__ = ["MIAResult", "evaluate_mia", "mia_metrics", "roc_curve"]
 
@@ -189,8 +189,10 @@ def evaluate_mia(
         ``max_length`` below 2.
     """
     methods = _check_methods(methods)
-    ks = tuple(_check_k(k) for k in ks)
-    if isinstance(texts, str) or len(texts) != len(labels):
+    ks = _check_ks(ks, methods)
+    if isinstance(texts, (str, bytes)):
+        raise ValueError(f"texts must be a sequence of str, one per label; got a single {texts!r:.40}")
+    if len(texts) != len(labels):
         raise ValueError(f"texts and labels must be sequences of equal length; got {len(texts)} and {len(labels)}")
     if not isinstance(batch_size, int) or batch_size < 1:
         raise ValueError(f"batch_size must be a positive int; got {batch_size!r}")

@@ -7,7 +7,9 @@ average the ``⌊k·(n−1)⌋`` smallest of them (at least one), as in the offi
 
 from __future__ import annotations
 
+import inspect
 import math
+import numbers
 import zlib
 from collections.abc import Sequence
 
@@ -83,7 +85,7 @@ def token_stats(
     Raises
     ------
     FloatingPointError
-        When ``logits`` holds NaN or +inf.
+        When ``logits`` holds NaN or +inf, or a row whose logits are all ``-inf``.
     """
     if not isinstance(logits, torch.Tensor) or not logits.is_floating_point() or logits.dim() < 1:
         got = f"{logits.dtype} {tuple(logits.shape)}" if isinstance(logits, torch.Tensor) else type(logits).__name__
@@ -101,13 +103,37 @@ def token_stats(
     if bool(torch.isnan(logits).any()) or bool(torch.isposinf(logits).any()):
         raise FloatingPointError("logits contain NaN or +inf; cannot score")
     ell, mu, var = TOKEN_STATS(logits.detach(), targets, backend=backend)
+    # With finite or -inf logits the only NaN source is a row that is all -inf (softmax 0/0); the
+    # check reads the small (...) outputs, not another pass over the (..., V) logits.
+    if bool(torch.isnan(ell).any()) or bool(torch.isnan(var).any()):
+        raise FloatingPointError("logits contain a row whose entries are all -inf; cannot score")
     return ell, mu, var.clamp_min(0).sqrt().clamp_min(SIGMA_FLOOR)
 
 
 def _check_k(k) -> float:
-    if isinstance(k, bool) or not isinstance(k, (int, float)) or not 0.0 < float(k) <= 1.0:
+    # numbers.Real admits numpy scalars (np.float32 is not a float subclass).
+    if isinstance(k, bool) or not isinstance(k, numbers.Real) or not 0.0 < float(k) <= 1.0:
         raise ValueError(f"k must be a fraction in (0, 1]; got {k!r}")
     return float(k)
+
+
+def _check_ks(ks, methods: Sequence[str]) -> tuple[float, ...]:
+    # A bare number is not a sequence of ks (iterating it raised "'float' object is not iterable").
+    try:
+        if isinstance(ks, (str, bytes)):
+            raise TypeError
+        out = tuple(ks)
+    except TypeError:
+        raise ValueError(f"ks must be a sequence of fractions in (0, 1], e.g. (0.2, 0.5); got {ks!r}") from None
+    if not out and ("mink" in methods or "mink++" in methods):
+        raise ValueError(f"ks must hold at least one fraction in (0, 1] for methods 'mink' / 'mink++'; got {ks!r}")
+    return tuple(_check_k(k) for k in out)
+
+
+def _check_not_str(texts) -> None:
+    # A str is a sequence of characters: without this check "ab" would score two one-letter texts.
+    if isinstance(texts, (str, bytes)):
+        raise ValueError(f"texts must be a sequence of str, one per row of input_ids; got a single {texts!r:.40}")
 
 
 def min_k_mean(values: torch.Tensor, valid: torch.Tensor | None, k: float) -> torch.Tensor:
@@ -124,8 +150,14 @@ def min_k_mean(values: torch.Tensor, valid: torch.Tensor | None, k: float) -> to
     (batch,) float tensor
     """
     k = _check_k(k)
+    if not isinstance(values, torch.Tensor) or values.dim() != 2 or not values.is_floating_point():
+        got = f"{values.dtype} {tuple(values.shape)}" if isinstance(values, torch.Tensor) else type(values).__name__
+        raise ValueError(f"values must be a (batch, T) float tensor; got {got}")
     if valid is None:
         valid = torch.ones_like(values, dtype=torch.bool)
+    elif not isinstance(valid, torch.Tensor) or valid.dtype != torch.bool or valid.shape != values.shape:
+        got = f"{valid.dtype} {tuple(valid.shape)}" if isinstance(valid, torch.Tensor) else type(valid).__name__
+        raise ValueError(f"valid must be None or a bool tensor of values' shape {tuple(values.shape)}; got {got}")
     n = valid.sum(-1)
     if bool((n < 1).any()):
         raise ValueError("every row needs at least one valid position")
@@ -164,19 +196,26 @@ def _check_batch(input_ids, attention_mask) -> tuple[torch.Tensor, torch.Tensor]
     return input_ids.long(), mask
 
 
+def _takes_attention_mask(model: nn.Module) -> bool:
+    try:
+        p = inspect.signature(model.forward).parameters.get("attention_mask")
+    except (TypeError, ValueError):
+        return False
+    return p is not None and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+
+
 def _forward_logits(model: nn.Module, input_ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    device = next(model.parameters()).device
+    param = next(model.parameters(), None)
+    if param is None:
+        param = next(model.buffers(), None)
+    device = param.device if param is not None else input_ids.device
     ids = input_ids.to(device)
     padded = not bool(mask.all())
-    # Right padding never influences earlier positions of a causal LM, so models without padding
-    # support (the toolkit's TinyLlama) can run on the padded batch unmasked; HF models get the
-    # mask as usual.
-    from iclr25.llm.lm import TinyLlama
-
-    if padded and not isinstance(model, TinyLlama):
-        out = model(input_ids=ids, attention_mask=mask.to(device).long())
-    else:
-        out = model(ids)
+    # Right padding never influences earlier positions of a causal LM, so models whose forward has
+    # no ``attention_mask`` parameter (the toolkit's TinyLlama, a plain module returning logits)
+    # run on the padded batch unmasked; HF models get the mask as usual.
+    kwargs = {"attention_mask": mask.to(device).long()} if padded and _takes_attention_mask(model) else {}
+    out = model(ids, **kwargs)
     return out.logits if hasattr(out, "logits") else out
 
 
@@ -193,6 +232,8 @@ def model_token_stats(
     ----------
     model : nn.Module
         A causal LM returning logits or an object with ``.logits`` (TinyLlama, HF ``*ForCausalLM``).
+        Called as ``model(ids)``, plus ``attention_mask=`` on a padded batch when its ``forward``
+        has that parameter (right padding cannot change a causal LM's earlier positions).
     input_ids : (batch, n) integer tensor
     attention_mask : (batch, n) 0/1 tensor, optional
         Right padding only; each row needs at least 2 real tokens.
@@ -209,13 +250,17 @@ def model_token_stats(
     if not isinstance(model, nn.Module):
         raise TypeError(f"model must be an nn.Module; got {type(model).__name__}")
     input_ids, mask = _check_batch(input_ids, attention_mask)
-    was = model.training
+    # Every submodule's own flag is restored (model.train(was) alone would overwrite a submodule
+    # the caller had put in the other mode, e.g. a frozen backbone in eval inside a training model).
+    modes = [(m, m.training) for m in model.modules()]
     model.eval()
     try:
         with torch.no_grad():
             logits = _forward_logits(model, input_ids, mask)
     finally:
-        model.train(was)
+        model.train(modes[0][1])
+        for m, was in modes:
+            m.training = was
     targets = input_ids[:, 1:].to(logits.device)
     ell, mu, sigma = token_stats(logits[:, :-1], targets, backend=backend)
     return ell, mu, sigma, mask[:, 1:].to(ell.device)
@@ -298,6 +343,7 @@ def zlib_scores(
     -------
     (batch,) float32 tensor, higher = more likely a member.
     """
+    _check_not_str(texts)
     if len(texts) != len(input_ids):
         raise ValueError(f"texts must have one entry per row of input_ids ({len(input_ids)}); got {len(texts)}")
     lengths = torch.tensor([_zlib_len(t) for t in texts], dtype=torch.float32)
@@ -330,7 +376,8 @@ def score_all(
     ``"mink++@0.2"`` …
     """
     methods = _check_methods(methods)
-    ks = [_check_k(k) for k in ks]
+    ks = _check_ks(ks, methods)
+    _check_not_str(texts)
     if "zlib" in methods and (texts is None or len(texts) != len(input_ids)):
         raise ValueError(f"method 'zlib' needs texts, one per row of input_ids ({len(input_ids)})")
     ell, mu, sigma, valid = model_token_stats(model, input_ids, attention_mask, backend=backend)

@@ -67,8 +67,13 @@ class WordTokenizer:
         """
         if not isinstance(vocab_size, int) or vocab_size < 2:
             raise ValueError(f"vocab_size must be an int >= 2; got {vocab_size!r}")
+        # Iterating a single str would count its characters, a vocabulary of letters.
+        if isinstance(texts, (str, bytes)):
+            raise TypeError(f"texts must be an iterable of str (e.g. a list of documents); got a single {texts!r:.40}")
         counts: Counter[str] = Counter()
         for t in texts:
+            if not isinstance(t, str):
+                raise TypeError(f"texts must hold str; got {type(t).__name__}")
             counts.update(_WORD.findall(t.lower() if lowercase else t))
         ranked = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
         return cls([w for w, _ in ranked[: vocab_size - 1]], lowercase=lowercase)
@@ -90,8 +95,12 @@ class WordTokenizer:
 
     def decode(self, ids) -> str:
         """Tokens joined by single spaces."""
-        ids = ids.tolist() if isinstance(ids, torch.Tensor) else list(ids)
-        return " ".join(self.itos[int(i)] for i in ids)
+        ids = [int(i) for i in (ids.tolist() if isinstance(ids, torch.Tensor) else ids)]
+        # A negative id would index from the end of the vocabulary (a wrong word, no error).
+        bad = [i for i in ids if not 0 <= i < len(self.itos)]
+        if bad:
+            raise ValueError(f"ids must lie in [0, {len(self.itos)}); got {bad[:5]}")
+        return " ".join(self.itos[i] for i in ids)
 
     def unk_rate(self, text: str) -> float:
         """Fraction of pieces of ``text`` that map to ``<unk>``."""
