@@ -19,7 +19,16 @@ __all__ = ["disk_masks", "holed_masks"]
 def _check_n_counts(n: object, counts: Sequence[int]) -> None:
     if not isinstance(n, int) or n < 0:
         raise ValueError(f"n must be an int >= 0, got {n!r}")
-    if not counts or any(int(c) < 0 for c in counts):
+    # a tensor or array of counts is accepted as well as a sequence (``not counts`` would be ambiguous)
+    arr = np.asarray(counts) if not isinstance(counts, torch.Tensor) else counts.detach().cpu().numpy()
+    if (
+        arr.ndim != 1
+        or arr.size == 0
+        or arr.dtype.kind not in "iuf"
+        or not np.isfinite(arr).all()
+        or (arr < 0).any()
+        or not np.array_equal(arr, np.floor(arr))
+    ):
         raise ValueError(f"counts must be non-empty non-negative ints, got {counts!r}")
 
 
@@ -56,6 +65,11 @@ def disk_masks(
     -------
     masks: (n, 1, size, size) float32 in {0, 1}; counts: (n,) int64 (= beta_0 of each mask, 4- or
     8-connected).
+
+    Raises
+    ------
+    RuntimeError: when a mask's discs still do not fit after 1 000 attempts (e.g. five discs on an
+    8x8 canvas).
     """
     from scipy import ndimage
 
@@ -68,7 +82,7 @@ def disk_masks(
     s8 = ndimage.generate_binary_structure(2, 2)
     for i in range(n):
         k = int(ks[i])
-        while True:  # restart the whole mask when the discs do not fit
+        for _attempt in range(1_000):  # restart the whole mask when the discs do not fit
             discs: list[tuple[float, float, float]] = []
             for _ in range(200 * max(k, 1)):
                 if len(discs) == k:
@@ -85,6 +99,8 @@ def disk_masks(
             if ndimage.label(m, structure=s8)[1] == k == ndimage.label(m)[1]:
                 masks[i, 0] = m
                 break
+        else:  # k discs cannot fit (restarting forever would hang, as blob_masks does)
+            raise RuntimeError(f"could not place {k} discs on a {size}x{size} canvas; lower counts or radius")
     return torch.from_numpy(masks), torch.from_numpy(ks)
 
 

@@ -31,6 +31,8 @@ def _check_x0(name: str, x: torch.Tensor) -> torch.Tensor:
         raise TypeError(f"{name} must be a floating-point tensor, got {x.dtype}")
     if torch.isnan(x).any():
         raise ValueError(f"{name} contains NaN; refusing to return a silent zero topology loss")
+    if torch.isinf(x).any():
+        raise ValueError(f"{name} must be finite, got inf values")
     return x
 
 

@@ -55,6 +55,16 @@ class Diagram:
     def __len__(self) -> int:
         return int(self.birth.shape[0])
 
+    def __eq__(self, other: object) -> bool:
+        # the generated dataclass __eq__ compares the arrays with ``==`` inside a tuple comparison,
+        # which raises "truth value of an array is ambiguous" for two distinct diagrams
+        if not isinstance(other, Diagram):
+            return NotImplemented
+        return self.dim == other.dim and all(
+            np.array_equal(getattr(self, f), getattr(other, f))
+            for f in ("birth", "death", "birth_idx", "death_idx", "essential")
+        )
+
     @property
     def persistence(self) -> np.ndarray:
         """(K,) ``birth - death``, ``inf`` for essential dots."""
@@ -551,7 +561,12 @@ def betti_numbers(mask: torch.Tensor | np.ndarray, threshold: float = 0.0, conne
 
     if connectivity not in (4, 8):
         raise ValueError(f"connectivity must be 4 or 8, got {connectivity!r}")
-    arr = mask.detach().cpu().numpy() if isinstance(mask, torch.Tensor) else np.asarray(mask)
+    if isinstance(mask, torch.Tensor):
+        mask = mask.detach().cpu()
+        # numpy has no bfloat16 (e.g. samples of a bf16 network); float32 holds it exactly
+        arr = (mask.float() if mask.dtype == torch.bfloat16 else mask).numpy()
+    else:
+        arr = np.asarray(mask)
     if arr.ndim == 2:
         arr = arr[None]
     elif arr.ndim == 4:

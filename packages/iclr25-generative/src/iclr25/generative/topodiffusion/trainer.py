@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import numbers
 from collections.abc import Sequence
 from typing import Any
 
@@ -80,6 +81,9 @@ class TopoDiffusionTrainer:
             raise ValueError(f"lam must be >= 0, got {lam}")
         if not 0 < t_max_frac <= 1:
             raise ValueError(f"t_max_frac must be in (0, 1], got {t_max_frac}")
+        if min_snr_gamma is not None and not min_snr_gamma > 0:
+            # gamma <= 0 would silently zero or flip the sign of the topology term
+            raise ValueError(f"min_snr_gamma must be > 0 (or None), got {min_snr_gamma}")
         self.dims = tuple(dims)
         self.topo = TopoCountLoss(self.dims, preserve=preserve)
         n_labels = (max_count + 1) ** len(self.dims)
@@ -89,6 +93,11 @@ class TopoDiffusionTrainer:
         self.unet, self.schedule, self.max_count = unet, schedule, max_count
         self.lam, self.t_max_frac, self.min_snr_gamma = float(lam), float(t_max_frac), min_snr_gamma
         self.history: dict[str, list[float]] = {"loss": [], "simple": [], "topo": []}
+
+    def _device_dtype(self) -> tuple[torch.device, torch.dtype]:
+        """Device and floating dtype of the network's parameters (data and noise are made to match)."""
+        p = next(self.unet.parameters())
+        return p.device, p.dtype if p.is_floating_point() else torch.float32
 
     def labels(self, counts: torch.Tensor) -> torch.Tensor:
         """Class label fed to the network for (B, len(dims)) counts."""
@@ -154,11 +163,13 @@ class TopoDiffusionTrainer:
             raise ValueError(f"masks must be a (N, 1, H, W) tensor, got {shape}")
         if masks.shape[0] == 0:
             raise ValueError("masks must hold at least one example, got N = 0")
-        if masks.min() < 0 or masks.max() > 1:
+        if not (masks.min() >= 0 and masks.max() <= 1):  # also refuses NaN
             raise ValueError(f"masks must lie in [0, 1], got [{float(masks.min())}, {float(masks.max())}]")
+        if isinstance(batch_size, bool) or not isinstance(batch_size, numbers.Integral) or batch_size < 1:
+            raise ValueError(f"batch_size must be an int >= 1, got {batch_size!r}")
         counts = _check_counts(counts, self.max_count, len(self.dims), masks.shape[0])
-        dev = next(self.unet.parameters()).device
-        x = (masks.to(dev, torch.float32) * 2 - 1).contiguous()
+        dev, dtype = self._device_dtype()
+        x = (masks.to(dev, dtype) * 2 - 1).contiguous()
         c = counts.to(dev)
         n = x.shape[0]
         self.history = {"loss": [], "simple": [], "topo": []}
@@ -195,15 +206,16 @@ class TopoDiffusionTrainer:
 
         Returns
         -------
-        (B, 1, H, W) masks in [-1, 1] (threshold at 0 to binarise).
+        (B, 1, H, W) masks in [-1, 1] (threshold at 0 to binarise), in the network's dtype.
         """
         counts = _check_counts(counts, self.max_count, len(self.dims))
         size = size or getattr(self.unet, "sample_size", None)
         if not size:
             raise ValueError("size must be given when unet.sample_size is not set")
-        dev = next(self.unet.parameters()).device
+        dev, dtype = self._device_dtype()
         self.unet.eval()
-        x_T = torch.randn((counts.shape[0], 1, size, size), generator=generator, device=dev)
+        # drawn in float32 and cast, so a seeded generator gives the same noise at every network dtype
+        x_T = torch.randn((counts.shape[0], 1, size, size), generator=generator, device=dev).to(dtype)
         cond = {"class_labels": self.labels(counts.to(dev))}
         return samplers.ddim_sample(self.unet, self.schedule, x_T, steps, cond=cond, clip_x0=1.0)
 
