@@ -47,6 +47,17 @@ def _check_factor(value: object, argname: str, where: str) -> float:
     return value
 
 
+def _factor_pair(factor: object, where: str) -> tuple[float, float]:
+    """``factor`` as ``(f_h, f_w)``: one real number for both sides, or a pair (tuple, list, array)."""
+    if isinstance(factor, (str, bytes)) or not isinstance(factor, Iterable) or getattr(factor, "ndim", None) == 0:
+        value = _check_factor(factor, "factor", where)  # a 0-d tensor/array is one value, not a pair
+        return value, value
+    pair = tuple(factor)
+    if len(pair) != 2:
+        raise ValueError(f"{where}: factor must be a number or a pair (f_h, f_w), got {factor!r}")
+    return _check_factor(pair[0], "factor_h", where), _check_factor(pair[1], "factor_w", where)
+
+
 def lowres_shape(h: int, w: int, factor_h: float, factor_w: float, *, where: str = "sheet") -> tuple[int, int]:
     """Size of the down-sampled sheet, with ``F.interpolate(scale_factor=...)``'s rule ``⌊side · (1/f)⌋``.
 
@@ -225,6 +236,12 @@ class TopoLayer:
 _REDUCTIONS = ("mean", "sum")
 
 
+def _stack_on_first_device(values: list[torch.Tensor]) -> torch.Tensor:
+    """``torch.stack`` of per-layer values that may sit on different devices (a model split over GPUs)."""
+    device = values[0].device
+    return torch.stack([v.to(device) for v in values])
+
+
 def _supported(module: nn.Module) -> bool:
     return isinstance(module, (nn.Linear, nn.Conv2d)) or is_conv1d(module)
 
@@ -262,6 +279,8 @@ class TopoLoss(nn.Module):
         batched: bool = True,
     ) -> None:
         super().__init__()
+        if isinstance(layers, TopoLayer):
+            raise TypeError("layers must be a sequence of TopoLayer instances, got one TopoLayer; wrap it in a list")
         layers = list(layers)
         if not all(isinstance(layer, TopoLayer) for layer in layers):
             bad = next(type(layer).__name__ for layer in layers if not isinstance(layer, TopoLayer))
@@ -313,13 +332,7 @@ class TopoLoss(nn.Module):
         if not isinstance(pattern, str):
             raise TypeError(f"pattern must be a str (regular expression), got {type(pattern).__name__}")
         regex = re.compile(pattern)
-        if isinstance(factor, Iterable):
-            factor = tuple(factor)  # type: ignore[assignment]
-            if len(factor) != 2:
-                raise ValueError(f"factor must be a number or a pair (f_h, f_w), got {factor!r}")
-            fh, fw = factor
-        else:
-            fh = fw = factor
+        fh, fw = _factor_pair(factor, "from_pattern")
         names = [name for name, module in model.named_modules() if name and regex.search(name) and _supported(module)]
         if not names:
             raise ValueError(
@@ -355,8 +368,11 @@ class TopoLoss(nn.Module):
         if data.get("version") != _JSON_VERSION:
             raise ValueError(f"unsupported TopoLoss config version {data.get('version')!r}, expected {_JSON_VERSION}")
         known = {f.name for f in fields(TopoLayer)}
+        items = data.get("layers", [])
+        if not isinstance(items, list) or not all(isinstance(item, dict) for item in items):
+            raise ValueError(f"TopoLoss config 'layers' must be a list of objects (one per TopoLayer), got {items!r}")
         layers = []
-        for item in data.get("layers", []):
+        for item in items:
             unknown = sorted(set(item) - known)
             if unknown:
                 raise ValueError(f"TopoLoss config layer has unknown keys {unknown}; known: {sorted(known)}")
@@ -395,6 +411,8 @@ class TopoLoss(nn.Module):
             Unknown layer (with close matches), unsupported module type, missing bias, or a factor
             that does not fit the sheet.
         """
+        if not isinstance(model, nn.Module):
+            raise TypeError(f"model must be the nn.Module holding the layers, got {type(model).__name__}")
         out = {}
         for layer in self.layers:
             module = self._module(model, layer)
@@ -451,7 +469,7 @@ class TopoLoss(nn.Module):
         if (
             self.check_finite
             and raw
-            and not bool(torch.isfinite(torch.stack([v.detach().float() for v in raw.values()])).all())
+            and not bool(torch.isfinite(_stack_on_first_device([v.detach().float() for v in raw.values()])).all())
         ):
             bad = [k for k, v in raw.items() if not math.isfinite(float(v.detach()))]
             raise FloatingPointError(f"TopoLoss is not finite for layer(s) {bad}: their weights hold NaN or inf")
@@ -460,11 +478,14 @@ class TopoLoss(nn.Module):
         return {layer.key: raw[layer.key] * layer.tau for layer in self.layers if layer.tau is not None}
 
     def forward(self, model: nn.Module) -> torch.Tensor:
-        """Total regulariser ``reduce_ℓ τ_ℓ · L_topo(W_ℓ)`` (0-dim tensor; 0 when no layer has a τ)."""
+        """Total regulariser ``reduce_ℓ τ_ℓ · L_topo(W_ℓ)`` (0-dim tensor; 0 when no layer has a τ).
+
+        Layers on different devices (a model split over GPUs) are summed on the first layer's device.
+        """
         scaled = self.per_layer(model, scaled=True)
         if not scaled:
             param = next(model.parameters(), None)
             device = param.device if param is not None else None
             return torch.zeros((), device=device)
-        total = torch.stack(list(scaled.values())).sum()
+        total = _stack_on_first_device(list(scaled.values())).sum()
         return total / len(scaled) if self.reduce == "mean" else total

@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import logging
 import math
+import numbers
 from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .loss import MODES, _blur, lowres_shape
+from .loss import MODES, _blur, _factor_pair, lowres_shape
 from .sheet import TARGETS, cortical_sheet, resolve_layout
 
 __all__ = [
@@ -128,8 +129,9 @@ def similarity_vs_distance(
         if edges.ndim != 1 or edges.numel() < 2 or not bool((edges[1:] > edges[:-1]).all()):
             raise ValueError(f"bins as a tensor must be 1-D, increasing, with >= 2 edges; got {bins!r}")
     else:
-        if isinstance(bins, bool) or not isinstance(bins, int) or bins < 1:
+        if isinstance(bins, bool) or not isinstance(bins, numbers.Integral) or bins < 1:
             raise ValueError(f"bins must be an int >= 1 or a tensor of edges, got {bins!r}")
+        bins = int(bins)
         edges = torch.linspace(1.0, float(dist.max()), bins + 1, dtype=torch.float64, device=sheet.device)
         if edges[-1] <= edges[0]:  # a 1x2 sheet: a single distance
             edges = torch.linspace(0.5, 1.5, bins + 1, dtype=torch.float64, device=sheet.device)
@@ -210,7 +212,8 @@ def downsample_weights(
     weight_layout, mode:
         As in :class:`~iclr25.neuro.topoloss.TopoLayer`.
     inplace:
-        Also copy the rebuilt weight into ``layer.weight``.
+        Also copy the rebuilt weight into ``layer.weight`` (a registered parameter or buffer;
+        ``ValueError`` for a computed weight such as a ``weight_norm`` parametrization).
 
     Returns
     -------
@@ -223,8 +226,14 @@ def downsample_weights(
         raise ValueError(f"target must be 'weight' or 'input', got {target!r}")
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
-    fh, fw = (factor, factor) if not isinstance(factor, (tuple, list)) else tuple(factor)
+    fh, fw = _factor_pair(factor, f"downsample_weights({type(layer).__name__})")
     weight = layer.weight
+    if inplace and not any(t is weight for t in (*layer.parameters(recurse=False), *layer.buffers(recurse=False))):
+        raise ValueError(
+            f"inplace=True needs {type(layer).__name__}.weight to be a registered parameter or buffer, but it is "
+            "computed (e.g. by a weight_norm/spectral_norm parametrization), so writing it would have no effect; "
+            "use inplace=False and assign the returned weight yourself"
+        )
     layout = resolve_layout(layer, weight_layout)
     with torch.no_grad():
         sheet = cortical_sheet(layer, target=target, weight_layout=weight_layout)

@@ -8,6 +8,7 @@ at most ``√n`` (the most square grid that uses every unit exactly once). Unit 
 from __future__ import annotations
 
 import math
+import numbers
 
 import torch
 from torch import nn
@@ -44,8 +45,9 @@ def cortical_sheet_shape(n: int) -> tuple[int, int]:
         ``h · w = n`` and ``h ≤ w``; e.g. 256 → (16, 16), 768 → (24, 32), 1000 → (25, 40), and a
         prime ``n`` gives ``(1, n)``.
     """
-    if isinstance(n, bool) or not isinstance(n, int):
+    if isinstance(n, bool) or not isinstance(n, numbers.Integral):
         raise TypeError(f"n must be an int, got {type(n).__name__}")
+    n = int(n)
     if n < 1:
         raise ValueError(f"n must be >= 1, got {n}")
     for h in range(math.isqrt(n), 0, -1):
