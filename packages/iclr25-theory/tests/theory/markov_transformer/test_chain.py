@@ -92,3 +92,15 @@ def test_bad_lengths_and_enumerate_limit():
         BinaryMarkovChain(0.5, 0.5, init="steady")
     with pytest.raises(TypeError, match="float32"):
         markov_sample(torch.rand(2, 3, dtype=torch.float64), 0.5, 0.5, 0.5)
+
+
+def test_bad_argument_types_name_the_argument():
+    chain = BinaryMarkovChain(0.5, 0.5)
+    with pytest.raises(TypeError, match=r"generator must be a torch\.Generator"):
+        chain.sample(2, 4, generator=0)
+    with pytest.raises(TypeError, match="init_one must be a float"):
+        markov_sample(torch.rand(2, 4), 0.5, 0.5, "a")
+    with pytest.raises(TypeError, match="init_one must be a float"):
+        markov_sample(torch.rand(2, 4), 0.5, 0.5, None)
+    with pytest.raises(TypeError, match="x must be a float"):
+        binary_entropy("a")

@@ -81,3 +81,30 @@ def test_bad_input_raises_before_compute():
 def test_bad_config(kw, match):
     with pytest.raises(ValueError, match=match):
         MarkovTransformerConfig(**kw)
+
+
+@pytest.mark.parametrize("dtype", [torch.int32, torch.int16, torch.int8, torch.uint8])
+@pytest.mark.parametrize("vocab", ["binary", "two_token"])
+def test_any_integer_token_dtype_gives_the_long_logits(vocab, dtype):
+    # validate_input accepts every integer dtype; uint8 used to act as a boolean mask on wte.
+    torch.manual_seed(0)
+    model = MarkovTransformer(MarkovTransformerConfig(d_model=4, max_len=8, vocab=vocab))
+    x = torch.tensor([[0, 1, 1, 0, 1], [1, 1, 0, 0, 0]])
+    assert torch.equal(model(x.to(dtype)), model(x))
+
+
+@pytest.mark.parametrize(
+    ("kw", "match"),
+    [
+        ({"layer_norm": "no"}, "layer_norm must be a bool"),
+        ({"weight_tying": 1}, "weight_tying must be a bool"),
+    ],
+)
+def test_bad_config_flags_are_not_truthy(kw, match):
+    with pytest.raises(TypeError, match=match):
+        MarkovTransformerConfig(**kw)
+
+
+def test_infinite_init_std_rejected():
+    with pytest.raises(ValueError, match="init_std must be a finite"):
+        MarkovTransformerConfig(init_std=float("inf"))

@@ -127,3 +127,44 @@ def test_sweep_on_cuda_draws_the_same_data_and_matches_sequential():
     for model, chain, seed, res in zip(_models(cfg, seeds), chains, seeds, swept, strict=True):
         seq = train_markov(model.to(dev), chain, iters=15, length=16, seed=seed, eval_batch=32)
         assert abs(seq["test_loss"] - res["test_loss"]) < 1e-5
+
+
+def test_tied_sweep_state_loads_into_a_fresh_model():
+    torch.set_num_threads(1)
+    cfg = MarkovTransformerConfig(d_model=4, max_len=8)
+    chain = BinaryMarkovChain(0.8, 0.8)
+    (res,) = train_sweep(_models(cfg, [0]), [chain], [0], iters=3, length=8, eval_batch=8)
+    fresh = MarkovTransformer(cfg)
+    fresh.load_state_dict(res["state"])  # strict: every key of model.state_dict() is there
+    assert fresh.tied
+    (model,) = _models(cfg, [0])
+    train_markov(model, chain, iters=3, length=8, eval_batch=8, seed=0)
+    x = chain.sample(4, 8, generator=torch.Generator().manual_seed(1))
+    assert torch.allclose(fresh(x), model(x), atol=1e-6)
+
+
+def test_sweep_rejects_mixed_dtypes_and_non_list_arguments():
+    cfg = MarkovTransformerConfig(d_model=4, max_len=8)
+    chain = BinaryMarkovChain(0.5, 0.5)
+    models = [MarkovTransformer(cfg), MarkovTransformer(cfg).double()]
+    with pytest.raises(ValueError, match="share one dtype and device"):
+        train_sweep(models, [chain, chain], [0, 1], iters=1, length=4, eval_batch=4)
+    with pytest.raises(TypeError, match="chains must be a list"):
+        train_sweep(models[:1], chain, [0], iters=1, length=4, eval_batch=4)
+    with pytest.raises(TypeError, match="seeds must be a list"):
+        train_sweep(models[:1], [chain], 0, iters=1, length=4, eval_batch=4)
+    with pytest.raises(TypeError, match=r"seeds\[0\] must be an int"):
+        train_sweep(models[:1], [chain], [None], iters=1, length=4, eval_batch=4)
+
+
+def test_train_markov_validates_seed_warmup_and_eval_every():
+    model = MarkovTransformer(MarkovTransformerConfig(max_len=8))
+    chain = BinaryMarkovChain(0.5, 0.5)
+    kw = {"iters": 2, "length": 4, "eval_batch": 4}
+    with pytest.raises(TypeError, match="seed must be an int"):
+        train_markov(model, chain, seed=None, **kw)
+    with pytest.raises(ValueError, match="warmup must be a float"):
+        train_markov(model, chain, warmup=None, **kw)
+    for bad in (-1, 1.5, "a"):
+        with pytest.raises(ValueError, match="eval_every must be a non-negative int"):
+            train_markov(model, chain, eval_every=bad, **kw)

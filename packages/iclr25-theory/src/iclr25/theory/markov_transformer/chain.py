@@ -7,6 +7,7 @@ Kernel ``P = [[1-p, p], [q, 1-q]]`` with ``p = P(0 -> 1)`` and ``q = P(1 -> 0)``
 from __future__ import annotations
 
 import math
+import numbers
 
 import torch
 
@@ -22,6 +23,8 @@ MAX_ENUMERATE = 20
 
 def binary_entropy(x: float) -> float:
     """Entropy ``-x log x - (1-x) log(1-x)`` of a Bernoulli(x) variable, in nats (0 at x in {0, 1})."""
+    if not isinstance(x, (numbers.Real, torch.Tensor)):
+        raise TypeError(f"x must be a float in [0, 1], got {type(x).__name__}")
     if not 0.0 <= x <= 1.0:
         raise ValueError(f"x must be in [0, 1], got {x!r}")
     return -sum(v * math.log(v) for v in (x, 1.0 - x) if v > 0.0)
@@ -85,6 +88,8 @@ def markov_sample(uniforms: torch.Tensor, p: float, q: float, init_one: float, b
     _check_uniforms(uniforms)
     _check_prob(p, "p")
     _check_prob(q, "q")
+    if not isinstance(init_one, (numbers.Real, torch.Tensor)):
+        raise TypeError(f"init_one must be a float in [0, 1], got {type(init_one).__name__}")
     if not 0.0 <= float(init_one) <= 1.0:
         raise ValueError(f"init_one must be in [0, 1], got {init_one!r}")
     return _sample_op(uniforms, float(p), float(q), float(init_one), backend=backend)
@@ -193,6 +198,8 @@ class BinaryMarkovChain:
         if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
             raise ValueError(f"batch must be a positive int, got {batch!r}")
         _check_length(length)
+        if generator is not None and not isinstance(generator, torch.Generator):
+            raise TypeError(f"generator must be a torch.Generator or None, got {type(generator).__name__}")
         if device is None:
             device = generator.device if generator is not None else torch.device("cpu")
         uniforms = torch.rand(batch, length, generator=generator, device=device, dtype=torch.float32)

@@ -74,12 +74,16 @@ class MarkovTransformerConfig:
                 raise ValueError(f"{name} must be a positive int, got {value!r}")
         if self.d_model % self.n_heads:
             raise ValueError(f"n_heads must divide d_model, got d_model={self.d_model}, n_heads={self.n_heads}")
+        for name in ("weight_tying", "layer_norm"):
+            value = getattr(self, name)
+            if not isinstance(value, bool):
+                raise TypeError(f"{name} must be a bool, got {type(value).__name__} {value!r}")
         if self.activation not in ("relu", "gelu"):
             raise ValueError(f"activation must be 'relu' or 'gelu', got {self.activation!r}")
         if self.vocab not in ("binary", "two_token"):
             raise ValueError(f"vocab must be 'binary' or 'two_token', got {self.vocab!r}")
-        if not (isinstance(self.init_std, (int, float)) and self.init_std >= 0):
-            raise ValueError(f"init_std must be a non-negative float, got {self.init_std!r}")
+        if not (isinstance(self.init_std, (int, float)) and 0 <= self.init_std < math.inf):
+            raise ValueError(f"init_std must be a finite non-negative float, got {self.init_std!r}")
         if self.layer_norm and self.d_model < 2:
             raise ValueError(f"layer_norm=True needs d_model >= 2 (LN of a scalar is 0), got {self.d_model}")
 
@@ -225,7 +229,7 @@ class MarkovTransformer(nn.Module):
         if self.cfg.vocab == "binary":
             h = x.to(emb.dtype)[..., None] * emb + self.pos[:length]
         else:
-            h = emb[x] + self.pos[:length]
+            h = emb[x.long()] + self.pos[:length]  # int8/int16/uint8 tokens must index rows, not mask
         for block in self.blocks:
             h = block(h)
         if self.ln_f is not None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import math
+import numbers
 import time
 from typing import Any
 
@@ -73,8 +74,13 @@ def _check_common(chain: object, length: int, max_len: int, **positive: Any) -> 
     lr, warmup = positive["lr"], positive["warmup"]
     if not (isinstance(lr, (int, float)) and lr > 0):
         raise ValueError(f"lr must be a positive float, got {lr!r}")
-    if not 0.0 <= warmup < 1.0:
-        raise ValueError(f"warmup must be in [0, 1), got {warmup!r}")
+    if isinstance(warmup, bool) or not isinstance(warmup, numbers.Real) or not 0.0 <= warmup < 1.0:
+        raise ValueError(f"warmup must be a float in [0, 1), got {warmup!r}")
+
+
+def _check_seed(seed: object, name: str = "seed") -> None:
+    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
+        raise TypeError(f"{name} must be an int, got {type(seed).__name__}")
 
 
 def _batch_loss(model: MarkovTransformer, seqs: torch.Tensor) -> torch.Tensor:
@@ -133,6 +139,9 @@ def train_markov(
     _check_common(
         chain, length, model.cfg.max_len, iters=iters, batch=batch, eval_batch=eval_batch, lr=lr, warmup=warmup
     )
+    _check_seed(seed)
+    if isinstance(eval_every, bool) or not isinstance(eval_every, numbers.Integral) or eval_every < 0:
+        raise ValueError(f"eval_every must be a non-negative int (0: only at the end), got {eval_every!r}")
 
     device = model.embedding_vector.device
     train_gen = torch.Generator(device=device).manual_seed(seed)
@@ -255,8 +264,9 @@ def train_sweep(
     -------
     list of R dicts with ``test_loss``, ``train_loss`` (per step), ``unigram_entropy``,
     ``entropy_rate``, ``iters`` and ``seconds`` (wall time of the whole sweep), plus ``state``
-    (the run's trained parameters, detached), ``test_chain_loss`` (the data-generating chain's own loss
-    on the same test tokens) and ``test_unigram_loss`` (the stationary unigram predictor's loss on them).
+    (the run's trained parameters, detached; ``MarkovTransformer(cfg).load_state_dict(state)`` accepts
+    it), ``test_chain_loss`` (the data-generating chain's own loss on the same test tokens) and
+    ``test_unigram_loss`` (the stationary unigram predictor's loss on them).
     ``test_loss - test_chain_loss`` estimates the model's excess over the entropy rate without the test
     set's sampling noise, which ``test_loss - entropy_rate`` carries (likewise for the unigram).
     """
@@ -264,6 +274,9 @@ def train_sweep(
         raise ValueError(f"models must be a non-empty list of MarkovTransformer, got {models!r}")
     if not all(isinstance(m, MarkovTransformer) for m in models):
         raise TypeError("models must all be MarkovTransformer instances")
+    for name, value in (("chains", chains), ("seeds", seeds)):
+        if not isinstance(value, (list, tuple)):
+            raise TypeError(f"{name} must be a list with one entry per model, got {type(value).__name__}")
     if not len(models) == len(chains) == len(seeds):
         raise ValueError(
             f"models, chains and seeds must have one entry per run, got {len(models)}, {len(chains)}, {len(seeds)}"
@@ -271,6 +284,15 @@ def train_sweep(
     base = models[0]
     if any(m.cfg != base.cfg for m in models):
         raise ValueError("models must share one MarkovTransformerConfig")
+
+    def kinds(m: MarkovTransformer) -> list[tuple[torch.dtype, torch.device]]:
+        return [(p.dtype, p.device) for p in m.parameters()]
+
+    if any(kinds(m) != kinds(base) for m in models):  # torch.stack would promote all runs to the widest dtype
+        found = sorted({f"{dtype} on {device}" for m in models for dtype, device in kinds(m)})
+        raise ValueError(f"models must share one dtype and device, got {found}")
+    for r, seed in enumerate(seeds):
+        _check_seed(seed, f"seeds[{r}]")
     for chain in chains:
         _check_common(
             chain, length, base.cfg.max_len, iters=iters, batch=batch, eval_batch=eval_batch, lr=lr, warmup=warmup
@@ -317,7 +339,15 @@ def train_sweep(
             "entropy_rate": chains[r].entropy_rate(),
             "iters": iters,
             "seconds": seconds,
-            "state": {k: v[r].detach().clone() for k, v in params.items()},
+            "state": _run_state(params, r, base.tied),
         }
         for r in range(n_runs)
     ]
+
+
+def _run_state(params: dict[str, torch.Tensor], r: int, tied: bool) -> dict[str, torch.Tensor]:
+    """Run r's slice of the stacked parameters as a state dict that ``load_state_dict`` accepts."""
+    state = {k: v[r].detach().clone() for k, v in params.items()}
+    if tied:  # named_parameters lists the shared Parameter once; state_dict has both keys, one tensor
+        state["head_vector"] = state["embedding_vector"]
+    return state
