@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Sequence
 from typing import Any
 
@@ -32,6 +33,27 @@ def check_positive(name: str, value: float | torch.Tensor, allow_inf: bool = Fal
         raise TypeError(f"{name} must be a number or a tensor, got {type(value).__name__}")
     if not value > 0 or (not allow_inf and math.isinf(value)):
         raise ValueError(f"{name} must be > 0{'' if allow_inf else ' and finite'}, got {value!r}")
+
+
+def check_finite_number(name: str, value: Any) -> None:
+    """A finite real number (a Python or NumPy real, or a tensor of finite values)."""
+    if isinstance(value, torch.Tensor):
+        check_finite(name, value.detach())
+        return
+    if not isinstance(value, numbers.Real) or isinstance(value, bool):
+        raise TypeError(f"{name} must be a number, got {type(value).__name__}")
+    if not math.isfinite(value):
+        raise ValueError(f"{name} must be finite, got {value!r}")
+
+
+def check_state_type(name: str, state: Any, cls: type) -> None:
+    """``state`` is ``None`` or a `cls` NamedTuple (any object with its fields), not a bare tensor."""
+    fields = cls._fields  # type: ignore[attr-defined]
+    if state is None or (not isinstance(state, torch.Tensor) and all(hasattr(state, f) for f in fields)):
+        return
+    spec = f"{cls.__name__}({', '.join(fields)})"
+    hint = f"; wrap the state tensors as {spec}" if isinstance(state, torch.Tensor) else ""
+    raise TypeError(f"{name} must be None or a NamedTuple {spec}, got {type(state).__name__}{hint}")
 
 
 def check_choice(name: str, value: Any, choices: Sequence[str]) -> None:

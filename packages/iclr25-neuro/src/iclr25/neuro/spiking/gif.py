@@ -36,7 +36,15 @@ from torch import nn
 
 from iclr25.core.triton import Backend, BackendOp
 
-from ._checks import check_choice, check_finite, check_float_tensor, check_int, check_positive, check_state
+from ._checks import (
+    check_choice,
+    check_finite,
+    check_float_tensor,
+    check_int,
+    check_positive,
+    check_state,
+    check_state_type,
+)
 from .neurons import _resolve_backend
 from .reference import gif_encode_reference, gif_update
 from .surrogates import Surrogate
@@ -141,6 +149,7 @@ def gif_step(
         check_finite("x", x)
     theta = _theta(v_th, x)
     _check_theta_shape(theta, x.shape)
+    check_state_type("state", state, GIFState)
     if state is not None:
         check_state("state.u", state.u, x.shape)
     lo, hi = gif_range(levels, bipolar)

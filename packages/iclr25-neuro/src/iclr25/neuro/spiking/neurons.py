@@ -30,10 +30,12 @@ from iclr25.core.triton import Backend, BackendOp
 from ._checks import (
     check_choice,
     check_finite,
+    check_finite_number,
     check_float_tensor,
     check_multistep,
     check_positive,
     check_state,
+    check_state_type,
 )
 from .reference import alif_multistep_reference, alif_update, lif_multistep_reference, lif_update
 from .surrogates import Surrogate
@@ -75,13 +77,16 @@ def _alpha(tau: float | torch.Tensor, dt: float, like: torch.Tensor) -> torch.Te
     return torch.exp(-dt / torch.clamp(tau_t, min=TAU_FLOOR * dt))
 
 
-def _check_lif_options(reset: str, input_scale: str, firing: str, threshold: Any, tau_m: Any, dt: float) -> None:
+def _check_lif_options(
+    reset: str, input_scale: str, firing: str, threshold: Any, tau_m: Any, dt: float, v_reset: Any = 0.0
+) -> None:
     check_choice("reset", reset, RESETS)
     check_choice("input_scale", input_scale, INPUT_SCALES)
     check_choice("firing", firing, FIRINGS)
     check_positive("threshold", threshold)
     check_positive("tau_m", tau_m, allow_inf=True)
     check_positive("dt", dt)
+    check_finite_number("v_reset", v_reset)  # a NaN/Inf v_reset would poison the membrane after a spike
 
 
 def lif_step(
@@ -133,7 +138,8 @@ def lif_step(
         ``(s, LIFState(v))``: spikes ``(...)`` exact 0/1 in ``x.dtype`` and the new state.
     """
     check_float_tensor("x", x)
-    _check_lif_options(reset, input_scale, firing, threshold, tau_m, dt)
+    _check_lif_options(reset, input_scale, firing, threshold, tau_m, dt, v_reset)
+    check_state_type("state", state, LIFState)
     if validate:
         check_finite("x", x)
     v = x.new_zeros(x.shape) if state is None else state.v
@@ -229,7 +235,8 @@ def lif_multistep(
         ``(spikes (T, ...), LIFState(v_T))``.
     """
     check_multistep("x", x, validate)
-    _check_lif_options(reset, input_scale, firing, threshold, tau_m, dt)
+    _check_lif_options(reset, input_scale, firing, threshold, tau_m, dt, v_reset)
+    check_state_type("state", state, LIFState)
     v0 = x.new_zeros(x.shape[1:]) if state is None else state.v
     check_state("state.v", v0, x.shape[1:])
     surr = Surrogate.make(surrogate, **(surrogate_kw or {}))
@@ -282,8 +289,10 @@ def _check_alif_options(tau_m: Any, tau_adp: Any, b0: float, beta: float, dt: fl
     check_positive("dt", dt)
     if not isinstance(b0, (int, float)) or isinstance(b0, bool):
         raise TypeError(f"b0 must be a float, got {type(b0).__name__}")
-    if not isinstance(beta, (int, float)) or isinstance(beta, bool) or beta < 0:
-        raise ValueError(f"beta must be a float >= 0, got {beta!r}")
+    if not math.isfinite(b0):
+        raise ValueError(f"b0 must be finite, got {b0!r}")
+    if not isinstance(beta, (int, float)) or isinstance(beta, bool) or not 0 <= beta < math.inf:
+        raise ValueError(f"beta must be a finite float >= 0, got {beta!r}")
 
 
 def alif_step(
@@ -325,6 +334,7 @@ def alif_step(
     """
     check_float_tensor("x", x)
     _check_alif_options(tau_m, tau_adp, b0, beta, dt)
+    check_state_type("state", state, ALIFState)
     if validate:
         check_finite("x", x)
     if state is None:
@@ -414,7 +424,7 @@ class LIF(nn.Module):
         validate: bool = True,
     ) -> None:
         super().__init__()
-        _check_lif_options(reset, input_scale, firing, threshold, tau_m, dt)
+        _check_lif_options(reset, input_scale, firing, threshold, tau_m, dt, v_reset)
         check_choice("backend", backend, ("auto", "reference", "torch", "triton"))
         if learn_tau and math.isinf(tau_m):
             raise ValueError("learn_tau=True needs a finite tau_m, got inf")
@@ -436,6 +446,7 @@ class LIF(nn.Module):
     ) -> torch.Tensor | tuple[torch.Tensor, LIFState]:
         """Run ``x: (T, B, ...)``; returns spikes ``(T, B, ...)`` (and the final state if asked)."""
         check_multistep("x", x, self.validate)
+        check_state_type("state", state, LIFState)
         state = state if state is not None else self.state
         if state is not None:
             check_state("state.v", state.v, x.shape[1:])
@@ -578,6 +589,11 @@ class ALIF(nn.Module):
         check_multistep("x", x, self.validate)
         if x.dim() < 2 or x.shape[-1] != self.n:
             raise ValueError(f"x must have shape (T, ..., {self.n}), got {tuple(x.shape)}")
+        check_state_type("state", state, ALIFState)
+        if self.validate:  # as LIF: a learned τ that diverged to NaN must not silently silence the layer
+            for name, tau in (("tau_m", self.tau_m), ("tau_adp", self.tau_adp)):
+                if bool(torch.isnan(tau.detach()).any()):
+                    raise ValueError(f"{name} must be > 0, got NaN (a learned time constant diverged)")
         state = state if state is not None else self.state
         if state is None:
             state = alif_initial_state(

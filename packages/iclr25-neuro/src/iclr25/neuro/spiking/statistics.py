@@ -5,6 +5,7 @@ scipy is imported inside `anova_selectivity` only, so importing the core stays l
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import NamedTuple
 
@@ -30,7 +31,7 @@ def firing_rate(spikes: torch.Tensor, dim: int = 0) -> torch.Tensor:
 
 def _neurons_last(spikes: torch.Tensor, time_dim: int) -> np.ndarray:
     x = spikes.detach().to("cpu", torch.float64).movedim(time_dim, 0)
-    return x.reshape(x.shape[0], -1).numpy()  # (T, neurons)
+    return x.reshape(x.shape[0], math.prod(x.shape[1:])).numpy()  # (T, neurons); -1 fails for T = 0
 
 
 def cv_binary(spikes: torch.Tensor, time_dim: int = 0, reduce: bool = True) -> torch.Tensor:
@@ -55,6 +56,10 @@ def cv_binary(spikes: torch.Tensor, time_dim: int = 0, reduce: bool = True) -> t
     """
     _check_spikes("spikes", spikes)
     x = _neurons_last(spikes, time_dim)
+    if x.shape[0] == 0:
+        raise ValueError(
+            f"spikes must have at least 1 time step along time_dim={time_dim}, got shape {tuple(spikes.shape)}"
+        )
     mean = x.mean(0)
     cv = x.std(0) / np.where(mean == 0, 1e-20, mean)
     if reduce:
