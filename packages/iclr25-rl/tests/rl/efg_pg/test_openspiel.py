@@ -1,3 +1,4 @@
+import numpy as np
 import pytest
 
 pyspiel = pytest.importorskip("pyspiel")
@@ -36,3 +37,30 @@ def test_openspiel_rejects_non_two_player_zero_sum():
         games.from_openspiel(pyspiel.load_game("kuhn_poker", {"players": 3}))
     with pytest.raises(ValueError, match="zero-sum"):
         games.from_openspiel(pyspiel.load_game("matrix_pd"))
+
+
+def test_pyspiel_game_passed_directly_gets_a_conversion_hint():
+    from iclr25.rl.efg_pg import QFR
+
+    with pytest.raises(TypeError, match="from_openspiel"):
+        QFR(pyspiel.load_game("kuhn_poker"))
+    with pytest.raises(TypeError, match="from_openspiel"):
+        exploitability(pyspiel.load_game("kuhn_poker"), np.ones((12, 2)) / 2)
+
+
+def test_simultaneous_game_rejected_with_turn_based_hint():
+    with pytest.raises(ValueError, match="convert_to_turn_based"):
+        games.from_openspiel(pyspiel.load_game("matrix_rps"))
+    game = games.from_openspiel(pyspiel.convert_to_turn_based(pyspiel.load_game("matrix_rps")))
+    assert game.num_infosets == 2
+
+
+def test_export_to_openspiel_policy_via_action_probabilities():
+    from open_spiel.python import policy as os_policy
+    from open_spiel.python.algorithms import exploitability as os_expl
+
+    os_game = pyspiel.load_game("kuhn_poker")
+    game = games.from_openspiel(os_game)
+    pol = TabularPolicy.random(game, seed=3)
+    exported = os_policy.tabular_policy_from_callable(os_game, pol.action_probabilities)
+    assert abs(os_expl.exploitability(os_game, exported) - exploitability(game, pol)) < 1e-12

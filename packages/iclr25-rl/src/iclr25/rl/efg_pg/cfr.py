@@ -6,7 +6,8 @@ import numpy as np
 
 from iclr25.core.progress import progress
 
-from .games import Game
+from ._validate import check_int
+from .games import Game, check_game
 from .policy import TabularPolicy
 from .values import cf_values, exploitability
 
@@ -31,9 +32,7 @@ class CFRPlus:
     """
 
     def __init__(self, game: Game) -> None:
-        if not isinstance(game, Game):
-            raise TypeError(f"game must be a Game, got {type(game).__name__}")
-        self.game = game
+        self.game = check_game(game)
         self._ar = game.arrays("numpy")
         self._mask = game.mask
         self.current = game.mask / game.num_actions[:, None]
@@ -78,10 +77,12 @@ class CFRPlus:
         eval_every : int, optional
             Record the average policy's exploitability in :attr:`log` this often.
         """
-        if isinstance(iters, bool) or not isinstance(iters, int) or iters < 0:
-            raise ValueError(f"iters must be a non-negative int, got {iters!r}")
-        if eval_every is not None and (not isinstance(eval_every, int) or eval_every < 1):
-            raise ValueError(f"eval_every must be a positive int or None, got {eval_every!r}")
+        iters = check_int("iters", iters, 0)
+        if eval_every is not None:
+            try:
+                eval_every = check_int("eval_every", eval_every, 1)
+            except ValueError:
+                raise ValueError(f"eval_every must be a positive int or None, got {eval_every!r}") from None
         for _ in progress(range(iters), desc="CFR+", total=iters):
             self.step()
             if eval_every and self.iteration % eval_every == 0:

@@ -18,7 +18,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-__all__ = ["Game", "GameState", "build_game", "from_openspiel", "kuhn_poker", "leduc_poker"]
+__all__ = ["Game", "GameState", "build_game", "check_game", "from_openspiel", "kuhn_poker", "leduc_poker"]
 
 logger = logging.getLogger(__name__)
 
@@ -119,8 +119,23 @@ class Game:
         return len(self.levels)
 
     def infoset_index(self, key: str) -> int:
-        """Row of the infoset with this information-state string."""
-        return self.infoset_keys.index(key)
+        """Row of the infoset with this information-state string.
+
+        Raises
+        ------
+        TypeError
+            ``key`` is not a str.
+        ValueError
+            No infoset has this key (see :attr:`infoset_keys`).
+        """
+        if not isinstance(key, str):
+            raise TypeError(f"key must be an information-state string, got {type(key).__name__}")
+        try:
+            return self.infoset_keys.index(key)
+        except ValueError:
+            raise ValueError(
+                f"key {key!r} is not an information-state string of {self.name!r} (see Game.infoset_keys)"
+            ) from None
 
     def __repr__(self) -> str:
         return (
@@ -197,6 +212,20 @@ class Game:
             out = {k: conv(v) for k, v in out.items()}
         self._cache[key] = out
         return out
+
+
+def check_game(game: Any, name: str = "game") -> Game:
+    """Return ``game`` if it is a :class:`Game`, else a ``TypeError`` naming ``name``.
+
+    A ``pyspiel.Game`` gets a hint to convert it with :func:`from_openspiel` (both classes are
+    called ``Game``, so the bare type name would not tell them apart).
+    """
+    if not isinstance(game, Game):
+        kind = type(game)
+        got = kind.__qualname__ if kind.__module__ == "builtins" else f"{kind.__module__}.{kind.__qualname__}"
+        hint = "; convert it with iclr25.rl.efg_pg.games.from_openspiel(game)" if kind.__module__ == "pyspiel" else ""
+        raise TypeError(f"{name} must be an iclr25.rl.efg_pg Game, got {got}{hint}")
+    return game
 
 
 def build_game(root: GameState, name: str = "game") -> Game:
@@ -484,7 +513,9 @@ def from_openspiel(game: Any) -> Game:
     Raises
     ------
     ValueError
-        If the game is not two-player or not zero-sum (checked from its type before the walk).
+        If the game is not two-player, not zero-sum, not sequential (wrap a simultaneous-move game
+        with ``pyspiel.convert_to_turn_based``) or has no information-state strings (checked from
+        its type before the walk).
     """
     try:
         import pyspiel
@@ -496,4 +527,11 @@ def from_openspiel(game: Any) -> Game:
         raise ValueError(f"game must be two-player, got num_players={game.num_players()}")
     if game.get_type().utility != pyspiel.GameType.Utility.ZERO_SUM:
         raise ValueError(f"game must be zero-sum, got utility={game.get_type().utility}")
+    if game.get_type().dynamics != pyspiel.GameType.Dynamics.SEQUENTIAL:
+        raise ValueError(
+            f"game must have sequential dynamics, got {game.get_type().dynamics}; "
+            "wrap a simultaneous-move game with pyspiel.convert_to_turn_based(game)"
+        )
+    if not game.get_type().provides_information_state_string:
+        raise ValueError("game must provide information-state strings (provides_information_state_string)")
     return build_game(game.new_initial_state(), name=str(game))

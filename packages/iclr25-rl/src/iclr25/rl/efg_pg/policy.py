@@ -6,7 +6,8 @@ from typing import Any
 
 import numpy as np
 
-from .games import Game
+from ._validate import check_real
+from .games import Game, check_game
 
 __all__ = ["TabularPolicy", "as_probs"]
 
@@ -31,12 +32,14 @@ def as_probs(game: Game, probs: Any, name: str = "policy") -> Any:
         Wrong shape, NaN/inf, negative entries, mass on illegal actions or rows not summing to 1
         (tolerance 1e-6).
     TypeError
-        Not an array.
+        Not an array, or a complex one.
     """
     if isinstance(probs, TabularPolicy):
         probs = probs.probs
     shape = (game.num_infosets, game.max_actions)
     if isinstance(probs, np.ndarray):
+        if np.iscomplexobj(probs):
+            raise TypeError(f"{name} must be a real array, got dtype {probs.dtype}")
         arr = probs.astype(np.float64, copy=True)
         mask = game.mask
         lib = np
@@ -84,22 +87,38 @@ class TabularPolicy:
     """
 
     def __init__(self, game: Game, probs: Any) -> None:
-        if not isinstance(game, Game):
-            raise TypeError(f"game must be a Game, got {type(game).__name__}")
-        self.game = game
+        self.game = check_game(game)
         self.probs = as_probs(game, probs, "probs")
 
     @classmethod
     def uniform(cls, game: Game) -> TabularPolicy:
         """The uniform policy over legal actions at every infoset."""
+        check_game(game)
         return cls(game, game.mask / game.num_actions[:, None])
 
     @classmethod
     def random(cls, game: Game, seed: int = 0, concentration: float = 1.0) -> TabularPolicy:
-        """A Dirichlet(``concentration``) random policy, reproducible from ``seed``."""
+        """A Dirichlet(``concentration``) random policy, reproducible from ``seed``.
+
+        Raises
+        ------
+        ValueError
+            ``concentration`` is not a finite number ``> 0``, or so small that every gamma draw of
+            some infoset underflows to 0 (the row is undefined).
+        """
+        check_game(game)
+        concentration = check_real("concentration", concentration)
+        if concentration <= 0:
+            raise ValueError(f"concentration must be > 0, got {concentration}")
         rng = np.random.default_rng(seed)
         g = rng.gamma(concentration, size=game.mask.shape) * game.mask
-        return cls(game, g / g.sum(1, keepdims=True))
+        tot = g.sum(1, keepdims=True)
+        if not bool((tot > 0).all()):
+            raise ValueError(
+                f"concentration={concentration:g} is too small: every draw of some infoset underflowed to 0; "
+                "use a larger concentration"
+            )
+        return cls(game, g / tot)
 
     def numpy(self) -> np.ndarray:
         """The table as a float64 numpy array (a copy when on a torch device)."""
@@ -107,8 +126,20 @@ class TabularPolicy:
             return self.probs
         return self.probs.detach().cpu().numpy()
 
-    def action_probabilities(self, key: str) -> dict[int, float]:
-        """``{native action id: probability}`` at the infoset with information-state ``key``."""
+    def action_probabilities(self, key: Any) -> dict[int, float]:
+        """``{native action id: probability}`` at an infoset.
+
+        Parameters
+        ----------
+        key : str or state
+            The information-state string, or an OpenSpiel-style state at a decision node (its
+            ``information_state_string()`` is used). With a state this matches OpenSpiel's
+            ``Policy.action_probabilities(state)``, so
+            ``open_spiel.python.policy.tabular_policy_from_callable(os_game, pol.action_probabilities)``
+            exports the policy for a game built with :func:`~iclr25.rl.efg_pg.games.from_openspiel`.
+        """
+        if not isinstance(key, str) and hasattr(key, "information_state_string"):
+            key = key.information_state_string()
         i = self.game.infoset_index(key)
         row = self.numpy()[i]
         return {a: float(row[j]) for j, a in enumerate(self.game.infoset_actions[i])}

@@ -21,10 +21,11 @@ import numpy as np
 
 from iclr25.core.progress import progress
 
-from .games import Game
+from ._validate import check_bool, check_int, check_real
+from .games import Game, check_game
 from .policy import TabularPolicy, as_probs
 from .update import omd_step
-from .values import REGULARIZERS, _xp, cf_values, exploitability, psi
+from .values import REGULARIZERS, _check_tau, _xp, cf_values, exploitability, psi
 
 __all__ = ["FEEDBACKS", "QFR", "sample_trajectory_q", "traj_q_estimate"]
 
@@ -116,7 +117,8 @@ def sample_trajectory_q(
     x = xp.where(dec, g / xp.where(dec, chosen, 1.0 + 0.0 * chosen), 0.0 * g)
     flat = (inf * a + xp.where(dec, col, 0 * col)).reshape(-1)
     w = x.reshape(-1)
-    decf = dec.reshape(-1) * 1.0
+    # In probs' dtype: torch promotes bool * 1.0 to float32, and visits sets the sampled divisor's dtype.
+    decf = dec.reshape(-1).to(probs.dtype) if torch_mode else dec.reshape(-1) * 1.0
     mean = xp.bincount(flat, weights=w, minlength=n_inf * a).reshape(n_inf, a) / batch
     sq = xp.bincount(flat, weights=w * w, minlength=n_inf * a).reshape(n_inf, a) / batch
     visits = xp.bincount(inf.reshape(-1), weights=decf, minlength=n_inf)
@@ -151,17 +153,16 @@ def traj_q_estimate(
     stderr : (nI, A) float64
         Standard error of each entry.
     """
-    if isinstance(num_trajectories, bool) or not isinstance(num_trajectories, int) or num_trajectories < 1:
-        raise ValueError(f"num_trajectories must be a positive int, got {num_trajectories!r}")
-    if tau < 0:
-        raise ValueError(f"tau must be >= 0, got {tau}")
+    check_game(game)
+    num_trajectories = check_int("num_trajectories", num_trajectories, 1)
+    tau = _check_tau(tau)
     if regularizer not in REGULARIZERS:
         raise ValueError(f"regularizer must be one of {REGULARIZERS}, got {regularizer!r}")
     probs = as_probs(game, policy)
     if not isinstance(probs, np.ndarray):
         probs = probs.cpu().numpy()
     ar = game.arrays("numpy")
-    mean, sq, _ = sample_trajectory_q(ar, probs, num_trajectories, float(tau), regularizer, np.random.default_rng(seed))
+    mean, sq, _ = sample_trajectory_q(ar, probs, num_trajectories, tau, regularizer, np.random.default_rng(seed))
     var = np.maximum(sq - mean * mean, 0.0)
     return mean, np.sqrt(var / num_trajectories)
 
@@ -222,11 +223,8 @@ class QFR:
         array_backend: str = "auto",
         step_backend: str = "auto",
     ) -> None:
-        if not isinstance(game, Game):
-            raise TypeError(f"game must be a Game, got {type(game).__name__}")
-        for name, val in (("eta", eta), ("tau", tau), ("gamma", gamma)):
-            if isinstance(val, bool) or not isinstance(val, (int, float)) or not np.isfinite(val):
-                raise ValueError(f"{name} must be a finite float, got {val!r}")
+        check_game(game)
+        eta, tau, gamma = check_real("eta", eta), check_real("tau", tau), check_real("gamma", gamma)
         if eta <= 0:
             raise ValueError(f"eta must be > 0, got {eta}")
         if tau < 0:
@@ -237,8 +235,8 @@ class QFR:
             raise ValueError(f"regularizer must be one of {REGULARIZERS}, got {regularizer!r}")
         if feedback not in FEEDBACKS:
             raise ValueError(f"feedback must be one of {FEEDBACKS}, got {feedback!r}")
-        if isinstance(batch_trajectories, bool) or not isinstance(batch_trajectories, int) or batch_trajectories < 1:
-            raise ValueError(f"batch_trajectories must be a positive int, got {batch_trajectories!r}")
+        batch_trajectories = check_int("batch_trajectories", batch_trajectories, 1)
+        optimistic = check_bool("optimistic", optimistic)
         if step_backend not in ("auto", "reference", "triton"):
             raise ValueError(f"step_backend must be 'auto', 'reference' or 'triton', got {step_backend!r}")
         self.game = game
@@ -250,13 +248,11 @@ class QFR:
         self._ar = game.arrays(self._backend)
         uniform = game.mask / game.num_actions[:, None]
         if self._backend == "numpy":
-            self._xp = np
             self._bar = uniform.astype(np.float64)
             self._rng: Any = np.random.default_rng(seed)
         else:
             import torch
 
-            self._xp = torch
             self._bar = torch.as_tensor(uniform, dtype=torch.float64, device=self._backend)
             self._rng = torch.Generator(device=self._backend)
             self._rng.manual_seed(seed)
@@ -277,7 +273,9 @@ class QFR:
 
     def step(self) -> None:
         """One QFR iteration for both players simultaneously."""
-        xp = self._xp
+        # The array module is looked up, not stored: a module attribute would make the solver
+        # impossible to pickle or deepcopy (checkpointing).
+        xp = _xp(self._cur)
         if self.feedback == "sampled":
             g, _, visits = sample_trajectory_q(
                 self._ar, self._cur, self.batch_trajectories, self.tau, self.regularizer, self._rng
@@ -320,10 +318,8 @@ class QFR:
         list of dict
             ``{"iter", "exploitability", "trajectories"}`` per evaluation.
         """
-        if isinstance(iters, bool) or not isinstance(iters, int) or iters < 0:
-            raise ValueError(f"iters must be a non-negative int, got {iters!r}")
-        if isinstance(eval_every, bool) or not isinstance(eval_every, int) or eval_every < 1:
-            raise ValueError(f"eval_every must be a positive int, got {eval_every!r}")
+        iters = check_int("iters", iters, 0)
+        eval_every = check_int("eval_every", eval_every, 1)
         log: list[dict[str, float]] = []
 
         def record() -> None:

@@ -13,11 +13,12 @@ arrays and torch tensors (the ``xp`` argument is the module).
 
 from __future__ import annotations
 
+import numbers
 from typing import Any
 
 import numpy as np
 
-from .games import Game
+from .games import Game, check_game
 from .policy import as_probs
 
 __all__ = [
@@ -44,7 +45,7 @@ def _backend(arr: Any) -> Any:
 
 
 def _check_tau(tau: float) -> float:
-    if isinstance(tau, bool) or not isinstance(tau, (int, float)):
+    if isinstance(tau, (bool, np.bool_)) or not isinstance(tau, numbers.Real):
         raise TypeError(f"tau must be a float, got {type(tau).__name__}")
     if not np.isfinite(tau) or tau < 0:
         raise ValueError(f"tau must be a finite number >= 0, got {tau}")
@@ -67,7 +68,9 @@ def psi(xp: Any, probs: Any, num_actions: Any, regularizer: str = "entropy") -> 
         return 0.5 * (probs * probs).sum(1)
     pos = probs > 0
     plogp = xp.where(pos, probs * xp.log(xp.where(pos, probs, 1.0)), 0.0 * probs)
-    return plogp.sum(1) + xp.log(num_actions * 1.0)
+    # Count in probs' dtype: torch promotes int64 * 1.0 to float32, which rounds log|A(I)|.
+    n = num_actions * 1.0 if xp is np else num_actions.to(probs.dtype)
+    return plogp.sum(1) + xp.log(n)
 
 
 def reaches(ar: dict[str, Any], probs: Any) -> tuple[Any, Any, Any]:
@@ -166,8 +169,7 @@ def backward(
 
 
 def _prepare(game: Game, policy: Any) -> tuple[dict[str, Any], Any]:
-    if not isinstance(game, Game):
-        raise TypeError(f"game must be a Game, got {type(game).__name__}")
+    check_game(game)
     probs = as_probs(game, policy, "policy")
     return game.arrays(_backend(probs)), probs
 
