@@ -91,6 +91,8 @@ def swiss_roll(n: int, noise: float = 0.05, seed: int = 0, std: float = 0.5) -> 
 
 def digit_prompt(label: int) -> str:
     """``"a handwritten digit three"`` for label 3."""
+    if not 0 <= int(label) <= 9:  # a negative label would silently index from the end ("nine")
+        raise ValueError(f"label must be a digit in [0, 9], got {label!r}")
     return f"a handwritten digit {DIGIT_NAMES[int(label)]}"
 
 

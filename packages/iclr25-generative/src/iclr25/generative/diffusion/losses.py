@@ -87,6 +87,8 @@ def ddpm_eps_loss(
     """
     check_float("x0", x0)
     check_finite("x0", x0)
+    if min_snr_gamma is not None and not min_snr_gamma > 0:  # 0 would zero the loss, < 0 flip its sign
+        raise ValueError(f"min_snr_gamma must be > 0 (or None), got {min_snr_gamma}")
     b = x0.shape[0]
     t = torch.randint(0, schedule.T, (b,), generator=generator, device=x0.device)
     ab = schedule.alphas_cumprod.to(x0.device)[t].to(x0.dtype)

@@ -201,6 +201,8 @@ def ssim(x: torch.Tensor, y: torch.Tensor, data_range: float = 2.0) -> torch.Ten
 
     check_float("x", x, 4)
     check_float("y", y, 4)
+    if x.shape != y.shape:  # compared pairwise: extra images in y would be silently ignored
+        raise ValueError(f"x and y must have the same shape, got {tuple(x.shape)} and {tuple(y.shape)}")
     a, b = x.detach().cpu().double().numpy(), y.detach().cpu().double().numpy()
     win = min(7, a.shape[-1], a.shape[-2])
     win -= 1 - win % 2

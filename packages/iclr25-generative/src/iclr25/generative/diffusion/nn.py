@@ -15,6 +15,7 @@ by module path.
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -98,6 +99,8 @@ def groupnorm_film_silu(
     Tensor with x's shape.
     """
     check_float("x", x, min_dim=2)
+    if not isinstance(num_groups, numbers.Integral) or num_groups < 1:
+        raise ValueError(f"num_groups must be an int >= 1, got {num_groups!r}")
     if x.shape[1] % num_groups:
         raise ValueError(f"num_groups must divide channels: C={x.shape[1]}, num_groups={num_groups}")
     for name, t, shp in (("scale", scale, x.shape[:2]), ("shift", shift, x.shape[:2])):
@@ -438,7 +441,14 @@ class UNet2D(nn.Module):
             if class_labels is None:
                 class_labels = torch.full((x.shape[0],), self.num_classes, device=x.device, dtype=torch.long)
             check_batch("class_labels", class_labels, x.shape[0])
-            emb = emb + self.class_emb(class_labels.long())
+            labels = class_labels.long()
+            # an out-of-range index fails deep in nn.Embedding (a device-side assert on CUDA)
+            if bool(((labels < 0) | (labels > self.num_classes)).any()):
+                raise ValueError(
+                    f"class_labels must be in [0, {self.num_classes}] ({self.num_classes} = null class), "
+                    f"got values in [{int(labels.min())}, {int(labels.max())}]"
+                )
+            emb = emb + self.class_emb(labels)
         return emb
 
     def _check(self, x: torch.Tensor, context, context_mask, ndim: int = 4) -> None:
@@ -568,11 +578,13 @@ class VideoUNet(UNet2D):
         if x.dim() != 5:
             raise ValueError(f"x must have shape (B, C, F, H, W), got {tuple(x.shape)}")
         b, c, f, h, w = x.shape
+        # batch checks before the per-frame repeat, so the message shows the caller's batch sizes
+        check_batch("context", context, b)
+        if self.class_emb is not None:  # an unconditional net ignores class_labels, as UNet2D does
+            check_batch("class_labels", class_labels, b)
         flat = x.permute(0, 2, 1, 3, 4).reshape(b * f, c, h, w)
         rep = lambda v: None if v is None else v.repeat_interleave(f, 0)  # noqa: E731
         self._check(flat, rep(context), rep(context_mask))
-        if context is not None:
-            check_batch("context", context, b)
         if b == 0:
             return x.new_zeros((0, self.out_ch, f, h, w))
         t = torch.as_tensor(t, device=x.device)
@@ -689,7 +701,9 @@ class LoRALinear(nn.Module):
 
     ``lora_A`` (r, in) is Kaiming-initialised and ``lora_B`` (out, r) zero-initialised, so a new
     adapter is a no-op (Hu et al. 2022); names follow PEFT. :meth:`merge` folds the update into
-    the base weight (keeping a copy so :meth:`unmerge` restores it bit-exactly).
+    the base weight (keeping a copy so :meth:`unmerge` restores it bit-exactly). A merged layer's
+    state dict holds the merged base weight next to the adapters (what a deployment exports): load
+    it into a plain ``nn.Linear`` or a merged layer; an unmerged LoRA layer would add ``B A`` twice.
 
     Parameters
     ----------

@@ -292,7 +292,7 @@ def ddpm_sample(
     """
     _check_init("x_T", x_T)
     cond = cond or {}
-    ts = schedule.timesteps(steps or schedule.T)
+    ts = schedule.timesteps(schedule.T if steps is None else steps)  # steps=0 is an error, not 'all'
     x = x_T
     for i, t in enumerate(ts):
         t_prev = ts[i + 1] if i + 1 < len(ts) else -1

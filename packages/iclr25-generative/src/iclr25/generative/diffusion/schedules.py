@@ -43,6 +43,8 @@ class VPSchedule:
             raise ValueError(f"kind must be 'linear' or 'cosine', got {kind!r}")
         if not isinstance(T, int) or T < 2:
             raise ValueError(f"T must be an int >= 2, got {T!r}")
+        if kind == "linear" and not (0 < beta_start < 1 and 0 < beta_end < 1):  # else NaN/inf sigmas
+            raise ValueError(f"beta_start and beta_end must be in (0, 1), got {beta_start}, {beta_end}")
         self.kind, self.T = kind, T
         if kind == "linear":
             betas = torch.linspace(beta_start, beta_end, T, dtype=torch.float64)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import json
 import logging
+import numbers
 import time
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
@@ -38,6 +39,8 @@ class EMA:
     def __init__(self, model: nn.Module, decay: float = 0.999, gamma: float | None = None) -> None:
         if not 0 <= decay < 1:
             raise ValueError(f"decay must be in [0, 1), got {decay}")
+        if gamma is not None and not gamma > -1:  # beta_t = (1 - 1/t)^(gamma + 1) must stay < 1
+            raise ValueError(f"gamma must be > -1 (or None), got {gamma}")
         self.decay, self.gamma, self.steps = decay, gamma, 0
         self.model = copy.deepcopy(model).eval().requires_grad_(False)
 
@@ -58,6 +61,8 @@ class EMA:
 
 def _batches(data: Any, batch_size: int, generator: torch.Generator) -> Iterator[Any]:
     if isinstance(data, torch.Tensor):
+        if not isinstance(batch_size, numbers.Integral) or batch_size < 1:  # an empty batch gave a NaN loss
+            raise ValueError(f"batch_size must be an int >= 1, got {batch_size!r}")
         if data.shape[0] == 0:
             raise ValueError("data must hold at least one example, got an empty tensor")
         while True:
