@@ -261,3 +261,52 @@ def test_count_bits():
     bits = count_bits(m, {"*_proj.weight": 1.58})
     assert bits == pytest.approx(1.58 * linear + 16 * (n - linear))
     assert count_bits(m, lambda name, p: 4.0) == 4 * n
+
+
+def test_eval_arguments_are_validated_by_name():
+    model, g = _unigram()
+    tokens = torch.randint(0, 16, (50,), generator=g)
+    for bad in (0, -5, float("nan")):  # 0 raised ZeroDivisionError, -5 gave negative bits/byte
+        with pytest.raises(ValueError, match="n_bytes"):
+            perplexity(model, tokens, seq_len=8, n_bytes=bad)
+    for bad in (0, -1):  # 0 raised ZeroDivisionError, -1 silently dropped the last window
+        with pytest.raises(ValueError, match="max_windows"):
+            next_token_accuracy(model, tokens, seq_len=8, max_windows=bad)
+    assert next_token_accuracy(model, tokens, seq_len=8, max_windows=2) == next_token_accuracy(
+        model, tokens[:17], seq_len=8
+    )
+    m = TinyLlama(TinyLlamaConfig(d_model=16, n_layers=1, n_heads=2))
+    for bad in (float("nan"), None):  # NaN failed inside torch.multinomial, None with a bare TypeError
+        with pytest.raises(ValueError, match="temperature"):
+            generate(m, torch.tensor([1, 2]), 2, temperature=bad)
+    with pytest.raises(ValueError, match="top_k"):
+        generate(m, torch.tensor([1, 2]), 2, top_k=True)
+    with pytest.raises(TypeError, match="policy must be a mapping"):
+        count_bits(m, [("*", 4)])
+
+
+def test_choice_accuracy_takes_numpy_answers_and_list_tokenizers():
+    np = pytest.importorskip("numpy")
+    torch.manual_seed(0)
+    m = TinyLlama(TinyLlamaConfig(d_model=16, n_layers=1, n_heads=2)).eval()
+    tok = ByteTokenizer()
+    items = [("the cat sat on the ", ["mat", "xyzzy"], 0), ("one two ", ["three", "four", "five"], 2)]
+    want = choice_accuracy(m, tok, items)
+    # dataset answers are often numpy integers: "answer must index into 2 choices; got 1" before
+    assert choice_accuracy(m, tok, [(c, ch, np.int64(a)) for c, ch, a in items]) == want
+
+    class ListTokenizer:  # HF-style encode returning a list of ids ('list' has no attribute 'numel' before)
+        def encode(self, s):
+            return tok.encode(s).tolist()
+
+    assert choice_accuracy(m, ListTokenizer(), items) == want
+    with pytest.raises(ValueError, match="answer must be an int"):
+        choice_accuracy(m, tok, [("ab", ["c", "d"], 1.0)])
+
+
+def test_cloze_from_one_text_string():
+    text = "".join(f"line number {i} of the only document here\n" for i in range(40))
+    # a str was iterated character by character: "texts hold only 0 usable items"
+    assert cloze_from_corpus(text, n=5, seed=1) == cloze_from_corpus([text], n=5, seed=1)
+    with pytest.raises(ValueError, match="context_lines"):
+        cloze_from_corpus([text], n=1, context_lines=-1)

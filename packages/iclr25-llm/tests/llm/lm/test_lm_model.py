@@ -150,3 +150,16 @@ def test_kv_cache_append_and_get():
     got = cache.get(0)
     assert torch.equal(got[0], k) and torch.equal(got[1], v)
     assert cache.get(1) is None and cache.seq_len == 5
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("ffn_hidden", 0), ("ffn_hidden", -1), ("ffn_hidden", 96.0), ("rope_theta", 0.0), ("rope_theta", float("nan")),
+     ("norm_eps", -1e-6), ("init_std", -0.02)],
+)  # fmt: skip
+def test_config_rejects_bad_fields_by_name(field, value):
+    # these crashed deep inside nn.Linear / nn.init, or gave NaN logits (rope_theta=0), naming nothing
+    with pytest.raises(ValueError, match=field):
+        TinyLlamaConfig(d_model=32, n_layers=1, n_heads=2, **{field: value})
+    ok = TinyLlamaConfig(d_model=32, n_layers=1, n_heads=2, ffn_hidden=1, rope_theta=1, norm_eps=0, init_std=0)
+    assert ok.ffn_hidden == 1

@@ -197,3 +197,28 @@ def test_bpe_load_rejects_malformed_tables(tmp_path):
         p.write_text(json.dumps(doc))
         with pytest.raises(ValueError, match=match):
             BPETokenizer.load(p)
+
+
+def test_decode_of_an_empty_id_list_is_the_empty_string(small_bpe):
+    # torch.as_tensor([]) is float32; an empty list of ids must not be rejected as "non-integer"
+    assert ByteTokenizer().decode([]) == "" and small_bpe.decode([]) == ""
+    assert ByteTokenizer(add_bos=True).decode_bytes(()) == b""
+
+
+def test_bpe_train_on_a_mapping_uses_its_texts_not_its_titles():
+    docs = {"t1": "abab abab abab", "t2": "cdcd cdcd"}  # what shakespeare() returns: {title: text}
+    want = BPETokenizer.train(list(docs.values()), vocab_size=260).merges
+    assert BPETokenizer.train(docs, vocab_size=260).merges == want
+    assert want  # iterating the dict would have trained on "t1", "t2" and learned nothing
+    # bytes like encode() accepts: one text, not an iterable of ints
+    assert BPETokenizer.train(b"abab abab", vocab_size=258).merges == BPETokenizer.train("abab abab", 258).merges
+
+
+def test_bpe_load_of_a_non_json_file_names_the_path(tmp_path):
+    p = tmp_path / "tok.json"
+    p.write_text("merges: none")
+    with pytest.raises(ValueError, match=r"tok\.json is not a byte-bpe tokenizer file"):
+        BPETokenizer.load(p)
+    p.write_bytes(b"\xff\xfe")
+    with pytest.raises(ValueError, match=r"tok\.json is not a byte-bpe tokenizer file"):
+        BPETokenizer.load(p)

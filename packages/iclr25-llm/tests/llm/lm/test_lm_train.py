@@ -120,3 +120,8 @@ def test_smoke_reproduction_pico_300_steps():
 def test_nano_600_steps():
     bpb, unigram, source = _smoke("nano", 600)
     assert bpb < 2.9, f"nano held-out bits/byte {bpb:.3f} on {source} (unigram {unigram:.3f})"
+
+
+def test_lr_multiplier_rejects_an_unknown_schedule():
+    with pytest.raises(ValueError, match="schedule must be one of"):
+        lr_multiplier(5, 10, 0, "cosin")  # silently decayed linearly before

@@ -9,6 +9,8 @@ from __future__ import annotations
 import contextlib
 import fnmatch
 import math
+import numbers
+import operator
 import random
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -88,6 +90,14 @@ def log_probs(model: nn.Module, input_ids: torch.Tensor) -> tuple[torch.Tensor, 
     return logp.gather(-1, tgt.unsqueeze(-1)).squeeze(-1), logp
 
 
+def _first_windows(windows: list, max_windows: int | None) -> list:
+    if max_windows is None:
+        return windows
+    if not isinstance(max_windows, int) or max_windows < 1:
+        raise ValueError(f"max_windows must be a positive int; got {max_windows!r}")
+    return windows[:max_windows]
+
+
 def perplexity(
     model: nn.Module,
     tokens: torch.Tensor,
@@ -130,11 +140,9 @@ def perplexity(
     tokens = _check_stream(tokens, 1, _vocab(model))
     if not isinstance(batch_size, int) or batch_size < 1:
         raise ValueError(f"batch_size must be a positive int; got {batch_size!r}")
-    windows = eval_windows(tokens.numel(), seq_len, stride)
-    if max_windows is not None:
-        if not isinstance(max_windows, int) or max_windows < 1:
-            raise ValueError(f"max_windows must be a positive int; got {max_windows!r}")
-        windows = windows[:max_windows]
+    if n_bytes is not None and not (isinstance(n_bytes, numbers.Real) and n_bytes > 0):
+        raise ValueError(f"n_bytes must be a positive number of bytes (or None); got {n_bytes!r}")
+    windows = _first_windows(eval_windows(tokens.numel(), seq_len, stride), max_windows)
     # windows of equal length batch together; the last one is usually shorter
     by_len: dict[int, list[tuple[int, int, int]]] = defaultdict(list)
     for w in windows:
@@ -169,7 +177,7 @@ def next_token_accuracy(
 ) -> float:
     """Fraction of targets where the arg-max prediction is right (disjoint windows)."""
     tokens = _check_stream(tokens, 1, _vocab(model))
-    windows = eval_windows(tokens.numel(), seq_len)[:max_windows]
+    windows = _first_windows(eval_windows(tokens.numel(), seq_len), max_windows)
     device = _device(model)
     hit = n = 0
     with _eval_mode(model):
@@ -191,7 +199,7 @@ def choice_accuracy(model: nn.Module, tok, items: Sequence[tuple[str, Sequence[s
     ----------
     model : nn.Module
     tok : tokenizer
-        Anything with ``encode(str) -> (n,) long tensor``.
+        Anything with ``encode(str) -> (n,) long tensor`` (a list of int ids works too).
     items : sequence of (context, choices, answer_index)
         ``context`` must encode to at least one token.
 
@@ -211,14 +219,20 @@ def choice_accuracy(model: nn.Module, tok, items: Sequence[tuple[str, Sequence[s
             context, choices, answer = item
         except (TypeError, ValueError) as exc:
             raise ValueError(f"items[{j}] must be (context, choices, answer); got {item!r}") from exc
-        if not choices or not isinstance(answer, int) or not 0 <= answer < len(choices):
-            raise ValueError(f"items[{j}]: answer must index into {len(choices)} choices; got {answer!r}")
-        ctx = tok.encode(context)
+        try:  # any integer type (numpy / torch integers from a dataset too), not a float
+            index = operator.index(answer)
+        except TypeError:
+            index = -1
+        n_choices = len(choices) if hasattr(choices, "__len__") else 0
+        if not n_choices or not 0 <= index < n_choices:
+            raise ValueError(f"items[{j}]: answer must be an int indexing into {n_choices} choices; got {answer!r}")
+        answer = index
+        ctx = torch.as_tensor(tok.encode(context), dtype=torch.long)
         if ctx.numel() == 0:
             raise ValueError(f"items[{j}]: context encodes to no tokens")
         scores, normed = [], []
         for choice in choices:
-            cont = tok.encode(choice)
+            cont = torch.as_tensor(tok.encode(choice), dtype=torch.long)
             ids = torch.cat([ctx, cont])
             if max_len and ids.numel() > max_len:  # keep the continuation, drop the oldest context
                 ids = ids[-max_len:]
@@ -233,7 +247,7 @@ def choice_accuracy(model: nn.Module, tok, items: Sequence[tuple[str, Sequence[s
 
 
 def cloze_from_corpus(
-    texts: Mapping[str, str] | Iterable[str],
+    texts: Mapping[str, str] | Iterable[str] | str,
     n: int,
     n_choices: int = 4,
     seed: int = 0,
@@ -245,16 +259,21 @@ def cloze_from_corpus(
     The context is ``context_lines`` consecutive lines (joined with newlines, ending in one); the
     right answer is the next line; distractors are other lines of the same length bucket
     (``len // 10``) drawn from the same texts, so length alone does not give the answer away.
+    ``texts`` is ``{title: text}`` (the values are used), an iterable of texts, or one text.
 
     Returns
     -------
     list of (context, choices, answer_index)
     """
+    if isinstance(texts, str):  # one text, not an iterable of one-character documents
+        texts = [texts]
     docs = list(texts.values()) if isinstance(texts, Mapping) else list(texts)
     if not docs or not any(d.strip() for d in docs):
         raise ValueError("texts is empty: cloze_from_corpus needs non-empty documents")
     if not isinstance(n_choices, int) or n_choices < 2:
         raise ValueError(f"n_choices must be an int >= 2; got {n_choices!r}")
+    if not isinstance(context_lines, int) or context_lines < 0:
+        raise ValueError(f"context_lines must be a non-negative int; got {context_lines!r}")
     lines = [[ln.strip() for ln in d.splitlines() if ln.strip()] for d in docs]
     buckets: dict[int, list[str]] = defaultdict(list)
     candidates = []
@@ -316,9 +335,13 @@ def generate(
         raise ValueError("prompt_ids must be a non-empty (prompt,) or (batch, prompt) integer tensor")
     if not isinstance(max_new_tokens, int) or max_new_tokens < 0:
         raise ValueError(f"max_new_tokens must be a non-negative int; got {max_new_tokens!r}")
-    if temperature < 0:
-        raise ValueError(f"temperature must be >= 0; got {temperature}")
-    if top_k is not None and (not isinstance(top_k, int) or top_k < 1):
+    try:
+        temperature_ok = bool(temperature >= 0)  # False for NaN
+    except (TypeError, RuntimeError):
+        temperature_ok = False
+    if not temperature_ok:
+        raise ValueError(f"temperature must be a number >= 0; got {temperature!r}")
+    if top_k is not None and (isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1):
         raise ValueError(f"top_k must be a positive int; got {top_k!r}")
     squeeze = prompt_ids.dim() == 1
     ids = prompt_ids[None] if squeeze else prompt_ids
@@ -366,6 +389,8 @@ def count_bits(
     default : float
         Bits for parameters no pattern matches.
     """
+    if policy is not None and not callable(policy) and not isinstance(policy, Mapping):
+        raise TypeError(f"policy must be a mapping {{pattern: bits}} or a callable; got {type(policy).__name__}")
     total = 0.0
     for name, p in model.named_parameters():
         bits = default

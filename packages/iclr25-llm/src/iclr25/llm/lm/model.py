@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import math
+import numbers
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -107,6 +108,15 @@ class TinyLlamaConfig:
             raise ValueError(f"head dim d_model/n_heads={self.d_model // self.n_heads} must be even for RoPE")
         if not isinstance(self.n_kv_heads, int) or self.n_kv_heads < 1 or self.n_heads % self.n_kv_heads:
             raise ValueError(f"n_kv_heads must divide n_heads={self.n_heads}; got {self.n_kv_heads!r}")
+        if not isinstance(self.ffn_hidden, int) or self.ffn_hidden < 1:
+            raise ValueError(f"ffn_hidden must be a positive int or None; got {self.ffn_hidden!r}")
+        # NaN fails every comparison below, so it is rejected too
+        if not (isinstance(self.rope_theta, numbers.Real) and 0 < self.rope_theta < math.inf):
+            raise ValueError(f"rope_theta must be a finite number > 0; got {self.rope_theta!r}")
+        if not (isinstance(self.norm_eps, numbers.Real) and 0 <= self.norm_eps < math.inf):
+            raise ValueError(f"norm_eps must be a finite number >= 0; got {self.norm_eps!r}")
+        if not (isinstance(self.init_std, numbers.Real) and 0 <= self.init_std < math.inf):
+            raise ValueError(f"init_std must be a finite number >= 0; got {self.init_std!r}")
 
     @property
     def head_dim(self) -> int:

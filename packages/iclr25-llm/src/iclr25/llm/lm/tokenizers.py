@@ -13,7 +13,7 @@ import operator
 import os
 import re
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 import torch
 
@@ -47,6 +47,8 @@ def check_ids(ids, vocab_size: int, name: str = "ids") -> torch.Tensor:
             ids = torch.as_tensor(ids)
         except (TypeError, ValueError, RuntimeError) as exc:
             raise ValueError(f"{name} must be integer token ids in [0, {vocab_size - 1}]; got {ids!r}") from exc
+        if ids.numel() == 0:  # torch.as_tensor([]) is float32, but an empty sequence holds no bad id
+            ids = ids.long()
     if ids.dtype.is_floating_point or ids.dtype.is_complex or ids.dtype == torch.bool:
         raise ValueError(
             f"{name} must be integer token ids in [0, {vocab_size - 1}] (max id {vocab_size - 1}); "
@@ -183,7 +185,11 @@ class BPETokenizer:
 
     @classmethod
     def train(
-        cls, texts: Iterable[str] | str, vocab_size: int = 512, min_frequency: int = 2, seed: int = 0
+        cls,
+        texts: Iterable[str] | Mapping[str, str] | str | bytes,
+        vocab_size: int = 512,
+        min_frequency: int = 2,
+        seed: int = 0,
     ) -> BPETokenizer:
         """Learn merges until ``vocab_size`` ids exist or no pair occurs ``min_frequency`` times.
 
@@ -194,8 +200,9 @@ class BPETokenizer:
 
         Parameters
         ----------
-        texts : str or iterable of str
-            Training text(s).
+        texts : str, bytes, iterable of str, or mapping
+            Training text(s); for a mapping such as ``{title: text}`` (what
+            :func:`~iclr25.llm.lm.data.shakespeare` returns) the values are the texts.
         vocab_size : int
             Target vocabulary size, at least 256.
         min_frequency : int
@@ -207,8 +214,10 @@ class BPETokenizer:
             raise ValueError(f"vocab_size must be an int >= 256; got {vocab_size!r}")
         if not isinstance(min_frequency, int) or min_frequency < 1:
             raise ValueError(f"min_frequency must be an int >= 1; got {min_frequency!r}")
-        if isinstance(texts, str):
+        if isinstance(texts, str | bytes):
             texts = [texts]
+        elif isinstance(texts, Mapping):  # iterating a dict would train on its keys (the titles)
+            texts = texts.values()
         counts: Counter[str] = Counter()
         for t in texts:
             counts.update(_PRETOKENIZE.findall(_as_text(t, "texts")))
@@ -318,7 +327,10 @@ class BPETokenizer:
     def load(cls, path: str | os.PathLike[str]) -> BPETokenizer:
         """Read a table written by :meth:`save`."""
         with open(path, encoding="utf-8") as fh:
-            doc = json.load(fh)
+            try:
+                doc = json.load(fh)
+            except ValueError as exc:  # JSONDecodeError or UnicodeDecodeError
+                raise ValueError(f"{path} is not a byte-bpe tokenizer file (not UTF-8 JSON: {exc})") from exc
         if not isinstance(doc, dict) or doc.get("type") != "byte-bpe" or "merges" not in doc:
             raise ValueError(f"{path} is not a byte-bpe tokenizer file (expected type 'byte-bpe' with 'merges')")
         if doc.get("pattern", PRETOKENIZE_PATTERN) != PRETOKENIZE_PATTERN:

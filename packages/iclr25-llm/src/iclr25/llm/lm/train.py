@@ -28,6 +28,8 @@ def lr_multiplier(step: int, total: int, warmup: int, schedule: str = "cosine", 
     Linear warmup from ``1/warmup`` to 1 over ``warmup`` steps, then ``"cosine"`` (to
     ``min_lr_ratio``), ``"linear"`` (to ``min_lr_ratio``) or ``"constant"``.
     """
+    if schedule not in _SCHEDULES:  # an unknown name would otherwise decay linearly
+        raise ValueError(f"schedule must be one of {_SCHEDULES}; got {schedule!r}")
     if step < warmup:
         return (step + 1) / warmup
     if schedule == "constant" or total <= warmup:
