@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import numbers
 from typing import Any
 
 import torch
@@ -25,9 +26,19 @@ def check_float_tensor(name: str, x: Any, *, min_ndim: int = 2) -> torch.Tensor:
     return x
 
 
+def is_real(x: Any) -> bool:
+    """A real Python or NumPy scalar (``numbers.Real``), not a bool."""
+    return isinstance(x, numbers.Real) and not isinstance(x, bool)
+
+
+def is_int(x: Any) -> bool:
+    """An integral Python or NumPy scalar (``numbers.Integral``), not a bool."""
+    return isinstance(x, numbers.Integral) and not isinstance(x, bool)
+
+
 def check_lam(lam: Any) -> float:
-    """λ as a finite Python float."""
-    if isinstance(lam, bool) or not isinstance(lam, (int, float)):
+    """λ as a finite Python float (Python and NumPy real scalars are accepted)."""
+    if not is_real(lam):
         raise TypeError(f"lam must be a real number, got {type(lam).__name__}")
     lam = float(lam)
     if not math.isfinite(lam):
@@ -36,7 +47,7 @@ def check_lam(lam: Any) -> float:
 
 
 def check_positive(name: str, value: Any, *, allow_zero: bool = False) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
+    if not is_real(value):
         raise TypeError(f"{name} must be a real number, got {type(value).__name__}")
     value = float(value)
     ok = value >= 0 if allow_zero else value > 0
@@ -46,10 +57,14 @@ def check_positive(name: str, value: Any, *, allow_zero: bool = False) -> float:
     return value
 
 
-def check_dims(**dims: Any) -> None:
+def check_dims(**dims: Any) -> tuple[int, ...]:
+    """Positive integer widths (Python or NumPy ints) as Python ints, in the order given."""
+    out = []
     for name, value in dims.items():
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"{name} must be a positive int, got {value!r}")
+        if not is_int(value) or value < 1:
+            raise ValueError(f"{name} must be a positive int, got {type(value).__name__} {value!r}")
+        out.append(int(value))
+    return tuple(out)
 
 
 def check_feasible(lam: float, n_in: int, n_hidden: int, n_out: int) -> None:

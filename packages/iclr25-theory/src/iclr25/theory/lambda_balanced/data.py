@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from ._checks import check_float_tensor, check_whitened
+from ._checks import check_float_tensor, check_positive, check_whitened
 
 __all__ = ["io_correlation", "whiten"]
 
@@ -61,11 +61,15 @@ def io_correlation(X: torch.Tensor, Y: torch.Tensor, *, tol: float = 1e-6) -> to
     Returns
     -------
     torch.Tensor
-        (No, Ni) matrix Σyx.
+        (No, Ni) matrix Σyx, in the wider dtype of ``X`` and ``Y``.
     """
     X = check_float_tensor("X", X)
     Y = check_float_tensor("Y", Y)
     if X.ndim != 2 or Y.ndim != 2 or X.shape[1] != Y.shape[1]:
         raise ValueError(f"X and Y must have shapes (Ni, P) and (No, P), got {tuple(X.shape)} and {tuple(Y.shape)}")
+    tol = check_positive("tol", tol, allow_zero=True)
     check_whitened(X, tol)
+    # mixed float32/float64 inputs are promoted (exactly) to the wider type, as elementwise ops do
+    dtype = torch.promote_types(X.dtype, Y.dtype)
+    X, Y = X.to(dtype), Y.to(dtype)
     return Y @ X.T / X.shape[1]

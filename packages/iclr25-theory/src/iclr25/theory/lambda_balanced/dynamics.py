@@ -19,9 +19,10 @@ from __future__ import annotations
 import itertools
 import math
 
+import numpy as np
 import torch
 
-from ._checks import check_feasible, check_float_tensor, check_positive, check_whitened
+from ._checks import check_feasible, check_float_tensor, check_lam, check_positive, check_whitened, is_int, is_real
 
 __all__ = ["exact_qqt", "exact_trajectory", "riccati_matrix", "split_qqt"]
 
@@ -44,9 +45,16 @@ def riccati_matrix(sigma_yx: torch.Tensor, lam: LamLike) -> torch.Tensor:
         (..., Ni+No, Ni+No). Its eigenvalues are ``±sqrt(s_i² + λ²/4)`` for the singular values
         ``s_i`` of Σyx, plus ``∓λ/2`` on the remaining dimensions.
     """
+    sigma_yx = check_float_tensor("sigma_yx", sigma_yx)
     n_out, n_in = sigma_yx.shape[-2:]
     batch = sigma_yx.shape[:-2]
-    lam_t = torch.as_tensor(lam, dtype=sigma_yx.dtype, device=sigma_yx.device).reshape(*batch, 1)
+    if not isinstance(lam, (torch.Tensor, np.ndarray)):
+        lam = check_lam(lam)
+    lam_t = torch.as_tensor(lam, dtype=sigma_yx.dtype, device=sigma_yx.device)
+    if lam_t.shape not in (batch, torch.Size()):
+        raise ValueError(f"lam must be a float or a tensor of shape {tuple(batch)}, got {tuple(lam_t.shape)}")
+    # a float or 0-d λ is shared by every matrix of the batch
+    lam_t = lam_t.expand(batch).reshape(*batch, 1)
     diag = torch.cat([(-lam_t / 2).expand(*batch, n_in), (lam_t / 2).expand(*batch, n_out)], dim=-1)
     F = torch.diag_embed(diag)
     F[..., n_in:, :n_in] = sigma_yx
@@ -70,6 +78,11 @@ def split_qqt(qqt: torch.Tensor, n_in: int) -> dict[str, torch.Tensor]:
         ``W1tW1`` (..., Ni, Ni), the input-side representation; ``W2W1`` (..., No, Ni), the
         network function; ``W2W2t`` (..., No, No), the output-side representation.
     """
+    if not isinstance(qqt, torch.Tensor) or qqt.ndim < 2 or qqt.shape[-1] != qqt.shape[-2]:
+        shape = tuple(qqt.shape) if isinstance(qqt, torch.Tensor) else type(qqt).__name__
+        raise ValueError(f"qqt must be a (..., Ni+No, Ni+No) tensor, got {shape}")
+    if not is_int(n_in) or not 1 <= n_in < qqt.shape[-1]:
+        raise ValueError(f"n_in must be an int with 1 <= n_in < Ni+No = {qqt.shape[-1]}, got {n_in!r}")
     return {
         "W1tW1": qqt[..., :n_in, :n_in],
         "W2W1": qqt[..., n_in:, :n_in],
@@ -100,10 +113,10 @@ def _prepare(W1, W2, sigma_yx, lam, X):
             raise ValueError(f"lam must be a float or a tensor of shape {tuple(batch)}, got {tuple(lam.shape)}")
         if not bool(torch.isfinite(lam).all()):
             raise ValueError("lam contains NaN or inf")
-        lam_t = lam.to(device=W1.device, dtype=torch.float64)
+        lam_t = lam.detach().to(device=W1.device, dtype=torch.float64)
     else:
-        if isinstance(lam, bool) or not isinstance(lam, (int, float)) or not math.isfinite(lam):
-            raise TypeError(f"lam must be a finite float or a tensor, got {lam!r}")
+        if not is_real(lam) or not math.isfinite(lam):
+            raise TypeError(f"lam must be a finite float or a tensor, got {type(lam).__name__} {lam!r}")
         lam_t = torch.tensor(float(lam), dtype=torch.float64, device=W1.device)
     check_feasible(float(lam_t.max()), n_in, n_hidden, n_out)
     check_feasible(float(lam_t.min()), n_in, n_hidden, n_out)
@@ -172,7 +185,12 @@ def _times(times, tau):
             raise ValueError(f"times must be a 1-D real tensor, got shape {tuple(times.shape)} dtype {times.dtype}")
         ts = [float(v) for v in times.detach().cpu().tolist()]
     else:
-        ts = [float(v) for v in times]
+        try:
+            ts = [float(v) for v in times]
+        except (TypeError, ValueError) as err:
+            raise TypeError(
+                f"times must be a 1-D tensor or sequence of real numbers, got {type(times).__name__} {times!r}"
+            ) from err
     if not ts:
         raise ValueError("times must not be empty")
     if not all(math.isfinite(v) and v >= 0 for v in ts):
@@ -222,7 +240,7 @@ def exact_trajectory(
         (..., T, Ni, Ni); ``W2W2t`` (..., T, No, No); ``loss`` (..., T) ``= ½||Σyx − W2W1||²_F``,
         the training loss minus its irreducible part. Same dtype as the weights, computed in float64.
     """
-    if isinstance(max_step, bool) or not isinstance(max_step, (int, float)) or not max_step > 0:
+    if not is_real(max_step) or not max_step > 0:
         raise ValueError(f"max_step must be a positive number (math.inf for one-shot), got {max_step!r}")
     ts, scaled = _times(times, tau)
     Q0, F, _, dtype, syx = _prepare(W1, W2, sigma_yx, lam, X)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from ._checks import check_float_tensor, check_positive
+from ._checks import check_float_tensor, check_positive, is_int
 
 __all__ = ["simulate_gd"]
 
@@ -53,7 +53,10 @@ def simulate_gd(
     X = check_float_tensor("X", X)
     Y = check_float_tensor("Y", Y)
     if W1.ndim != 2 or W2.ndim != 2 or X.ndim != 2 or Y.ndim != 2:
-        raise ValueError("simulate_gd takes unbatched 2-D W1, W2, X, Y")
+        raise ValueError(
+            "simulate_gd takes unbatched 2-D W1 (Nh, Ni), W2 (No, Nh), X (Ni, P), Y (No, P); got "
+            f"W1 {tuple(W1.shape)}, W2 {tuple(W2.shape)}, X {tuple(X.shape)}, Y {tuple(Y.shape)}"
+        )
     n_hidden, n_in = W1.shape
     n_out = W2.shape[0]
     if W2.shape[1] != n_hidden or X.shape[0] != n_in or Y.shape != (n_out, X.shape[1]):
@@ -61,11 +64,16 @@ def simulate_gd(
             f"inconsistent shapes: W1 {tuple(W1.shape)} (Nh, Ni), W2 {tuple(W2.shape)} (No, Nh), "
             f"X {tuple(X.shape)} (Ni, P), Y {tuple(Y.shape)} (No, P)"
         )
+    args = {"W1": W1, "W2": W2, "X": X, "Y": Y}
+    if len({a.dtype for a in args.values()}) > 1 or len({a.device for a in args.values()}) > 1:
+        got = ", ".join(f"{k} {a.dtype} on {a.device}" for k, a in args.items())
+        raise TypeError(f"W1, W2, X and Y must share one dtype and device (GD runs in that precision), got {got}")
     lr = check_positive("lr", lr)
-    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 0:
-        raise ValueError(f"steps must be an int >= 0, got {steps!r}")
-    if isinstance(record_every, bool) or not isinstance(record_every, int) or record_every < 1:
-        raise ValueError(f"record_every must be a positive int, got {record_every!r}")
+    if not is_int(steps) or steps < 0:
+        raise ValueError(f"steps must be an int >= 0, got {type(steps).__name__} {steps!r}")
+    if not is_int(record_every) or record_every < 1:
+        raise ValueError(f"record_every must be a positive int, got {type(record_every).__name__} {record_every!r}")
+    steps, record_every = int(steps), int(record_every)
 
     P = X.shape[1]
     sxx = X @ X.T / P
@@ -93,6 +101,8 @@ def simulate_gd(
             W2 = W2 + lr * g2
             if step % record_every == 0 or step == steps:
                 record(step)
-    out = {k: torch.stack(v) if k != "time" else torch.tensor(v, dtype=W1.dtype) for k, v in rec.items()}
+    out = {
+        k: torch.stack(v) if k != "time" else torch.tensor(v, dtype=W1.dtype, device=W1.device) for k, v in rec.items()
+    }
     out["W1"], out["W2"] = W1, W2
     return out

@@ -98,8 +98,10 @@ def lambda_balanced_init(
         ``W1`` (n_hidden, n_in) and ``W2`` (n_out, n_hidden); ``nn.Linear`` layout.
     """
     lam = check_lam(lam)
-    check_dims(n_in=n_in, n_hidden=n_hidden, n_out=n_out)
+    n_in, n_hidden, n_out = check_dims(n_in=n_in, n_hidden=n_hidden, n_out=n_out)
     check_feasible(lam, n_in, n_hidden, n_out)
+    if generator is not None and not isinstance(generator, torch.Generator):
+        raise TypeError(f"generator must be a torch.Generator or None, got {type(generator).__name__}")
     scale = check_positive("scale", scale, allow_zero=True)
     if dtype not in (torch.float32, torch.float64):
         raise TypeError(f"dtype must be torch.float32 or torch.float64, got {dtype}")

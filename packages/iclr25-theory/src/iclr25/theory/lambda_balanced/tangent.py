@@ -27,8 +27,8 @@ def ntk(W1tW1: torch.Tensor, W2W2t: torch.Tensor, X: torch.Tensor) -> torch.Tens
     Returns
     -------
     torch.Tensor
-        (..., No·P, No·P); row ``o·P + p`` is output ``o`` on sample ``p`` (the order of
-        ``(W2W1X).flatten()``).
+        (..., No·P, No·P), in the widest dtype of the inputs; row ``o·P + p`` is output ``o`` on
+        sample ``p`` (the order of ``(W2W1X).flatten()``).
     """
     W1tW1 = check_float_tensor("W1tW1", W1tW1)
     W2W2t = check_float_tensor("W2W2t", W2W2t)
@@ -39,7 +39,16 @@ def ntk(W1tW1: torch.Tensor, W2W2t: torch.Tensor, X: torch.Tensor) -> torch.Tens
     if X.ndim != 2 or X.shape[0] != n_in:
         raise ValueError(f"X must have shape (Ni={n_in}, P), got {tuple(X.shape)}")
     n_out, P = W2W2t.shape[-1], X.shape[1]
-    batch = torch.broadcast_shapes(W1tW1.shape[:-2], W2W2t.shape[:-2])
+    try:
+        batch = torch.broadcast_shapes(W1tW1.shape[:-2], W2W2t.shape[:-2])
+    except RuntimeError as err:
+        raise ValueError(
+            f"the batch shapes of W1tW1 {tuple(W1tW1.shape)} and W2W2t {tuple(W2W2t.shape)} must broadcast"
+        ) from err
+    # float32 readouts with float64 X (or the reverse): promote the matmul pair exactly to the wider
+    # type; W2W2t already promotes in the elementwise product below
+    dtype = torch.promote_types(W1tW1.dtype, X.dtype)
+    W1tW1, X = W1tW1.to(dtype), X.to(dtype)
     hidden = X.mT @ W1tW1 @ X  # (..., P, P)
     gram = X.mT @ X
     eye = torch.eye(n_out, dtype=hidden.dtype, device=hidden.device)
