@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import logging
+import numbers
 import warnings
 
 import torch
 from torch import Tensor
 
 from .em import fit_mixture_em, pad_buckets
-from .mixture import Mixture, _check_simplex
+from .mixture import Mixture, _check_simplex, _int_arg
 from .snapshots import check_counts
 
 __all__ = ["HigherOrderCalibrator", "level_set_error"]
@@ -21,8 +22,10 @@ _BUCKETERS = ("argmax_conf", "kmeans")
 
 def _first_order(base_probs: Tensor, name: str = "base_probs") -> Tensor:
     """Validate ``(n, C)`` or ``(n, M, C)`` predictions and return the ``(n, C)`` first-order mean."""
-    if not isinstance(base_probs, Tensor) or not base_probs.is_floating_point():
-        raise TypeError(f"{name} must be a floating torch.Tensor, got {getattr(base_probs, 'dtype', type(base_probs))}")
+    if not isinstance(base_probs, Tensor):
+        raise TypeError(f"{name} must be a floating torch.Tensor, got {type(base_probs).__name__}")
+    if not base_probs.is_floating_point():
+        raise TypeError(f"{name} must be a floating tensor, got {base_probs.dtype}")
     if base_probs.dim() not in (2, 3):
         raise ValueError(f"{name} must have shape (n, C) or (n, M, C), got {tuple(base_probs.shape)}")
     _check_simplex(base_probs, name)
@@ -46,11 +49,20 @@ def level_set_error(pred: Tensor, truth: Tensor, bucket_ids: Tensor) -> float:
     float
         ``sum_b (n_b / n) |mean_{i in b} pred_i - mean_{i in b} truth_i|``.
     """
+    for name, t in (("pred", pred), ("truth", truth), ("bucket_ids", bucket_ids)):
+        if not isinstance(t, Tensor):
+            raise TypeError(f"{name} must be a torch.Tensor of shape (n,), got {type(t).__name__}")
     if pred.shape != truth.shape or pred.shape != bucket_ids.shape or pred.dim() != 1:
         raise ValueError(
             f"pred, truth and bucket_ids must share one (n,) shape, got {tuple(pred.shape)}, "
             f"{tuple(truth.shape)}, {tuple(bucket_ids.shape)}"
         )
+    if pred.numel() == 0:
+        raise ValueError("pred, truth and bucket_ids must hold at least one point, got n = 0")
+    if bucket_ids.is_floating_point() or bucket_ids.is_complex():
+        raise ValueError(f"bucket_ids must be an integer tensor, got {bucket_ids.dtype}")
+    if bucket_ids.min() < 0:
+        raise ValueError(f"bucket_ids must be non-negative, got min {bucket_ids.min().item()}")
     ids = bucket_ids.long()
     nb = int(ids.max().item()) + 1
     diff = torch.zeros(nb, dtype=torch.float64, device=pred.device)
@@ -119,22 +131,15 @@ class HigherOrderCalibrator:
     ) -> None:
         if bucketer not in _BUCKETERS:
             raise ValueError(f"bucketer must be one of {_BUCKETERS}, got {bucketer!r}")
-        for name, v in (
-            ("n_components", n_components),
-            ("n_bins", n_bins),
-            ("em_iters", em_iters),
-            ("restarts", restarts),
-            ("min_bucket", min_bucket),
-        ):
-            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                raise ValueError(f"{name} must be a positive int, got {v!r}")
-        self.n_components = n_components
+        if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
+            raise TypeError(f"seed must be an int, got {seed!r} ({type(seed).__name__})")
+        self.n_components = _int_arg(n_components, "n_components")
         self.bucketer = bucketer
-        self.n_bins = n_bins
-        self.em_iters = em_iters
-        self.restarts = restarts
-        self.seed = seed
-        self.min_bucket = min_bucket
+        self.n_bins = _int_arg(n_bins, "n_bins")
+        self.em_iters = _int_arg(em_iters, "em_iters")
+        self.restarts = _int_arg(restarts, "restarts")
+        self.seed = int(seed)
+        self.min_bucket = _int_arg(min_bucket, "min_bucket")
 
     # ------------------------------------------------------------------ level sets
     def _fit_buckets(self, probs: Tensor, gen: torch.Generator) -> None:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from .mixture import Mixture
+from .mixture import Mixture, _int_arg
 
 __all__ = ["EMResult", "em_init", "fit_mixture_em", "pad_buckets"]
 
@@ -94,6 +94,21 @@ def _loglik_points(counts: Tensor, log_w: Tensor, log_p: Tensor) -> Tensor:
     return log_w.unsqueeze(2) + torch.einsum("bnc,brmc->brnm", counts, log_p)
 
 
+def _check_init(init: object, n_buckets: int, n_classes: int, single: bool) -> tuple[Tensor, Tensor]:
+    """Validate a user-given ``(weights, components)`` starting point against ``B`` and ``C``."""
+    if not isinstance(init, (tuple, list)) or len(init) != 2 or not all(isinstance(t, Tensor) for t in init):
+        raise TypeError("init must be a pair of tensors (weights (B, R, m), components (B, R, m, C))")
+    w, p = init
+    if single and w.dim() == 2 and p.dim() == 3:
+        w, p = w.unsqueeze(0), p.unsqueeze(0)
+    if w.dim() != 3 or p.dim() != 4 or p.shape[:3] != w.shape or w.shape[0] != n_buckets or p.shape[3] != n_classes:
+        raise ValueError(
+            f"init must be (weights (B, R, m), components (B, R, m, C)) with B = {n_buckets} and C = {n_classes}, "
+            f"got {tuple(init[0].shape)} and {tuple(init[1].shape)}"
+        )
+    return w, p
+
+
 def fit_mixture_em(
     counts: Tensor,
     mask: Tensor | None = None,
@@ -122,7 +137,8 @@ def fit_mixture_em(
     generator:
         Generator for the random starts (ignored when ``init`` is given).
     init:
-        Optional ``(weights (B, R, m), components (B, R, m, C))`` starting point.
+        Optional ``(weights (B, R, m), components (B, R, m, C))`` starting point (``(R, m)`` and
+        ``(R, m, C)`` for one bucket given as ``(n, C)``).
     alpha:
         Pseudo-count added to each class in the M-step, so an empty component stays defined and no
         log-probability becomes ``-inf``.
@@ -145,11 +161,13 @@ def fit_mixture_em(
         raise ValueError(f"mask must have shape {tuple(counts.shape[:2])}, got {tuple(mask.shape)}")
     if not (mask.any(1)).all():
         raise ValueError("every bucket needs at least one snapshot (mask has an all-False row)")
-    for name, v in (("n_components", n_components), ("iters", iters), ("restarts", restarts)):
-        if not isinstance(v, int) or v < 1:
-            raise ValueError(f"{name} must be a positive int, got {v!r}")
+    n_components = _int_arg(n_components, "n_components")
+    iters = _int_arg(iters, "iters")
+    restarts = _int_arg(restarts, "restarts")
     if init is None:
         init = em_init(counts, mask, n_components, restarts, generator)
+    else:
+        init = _check_init(init, counts.shape[0], counts.shape[2], single)
     weights, components = (t.to(counts.device, counts.dtype) for t in init)
     maskf = mask.to(counts.dtype)
     counts = counts * maskf.unsqueeze(-1)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from torch import Tensor, nn
 
-from .mixture import Mixture
+from .mixture import Mixture, _int_arg
 
 __all__ = ["MixtureHead"]
 
@@ -34,13 +34,10 @@ class MixtureHead(nn.Module):
 
     def __init__(self, in_features: int, n_classes: int, n_components: int = 6) -> None:
         super().__init__()
-        for name, v in (("in_features", in_features), ("n_classes", n_classes), ("n_components", n_components)):
-            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                raise ValueError(f"{name} must be a positive int, got {v!r}")
-        self.in_features = in_features
-        self.n_classes = n_classes
-        self.n_components = n_components
-        self.proj = nn.Linear(in_features, n_components * (n_classes + 1))
+        self.in_features = _int_arg(in_features, "in_features")
+        self.n_classes = _int_arg(n_classes, "n_classes")
+        self.n_components = _int_arg(n_components, "n_components")
+        self.proj = nn.Linear(self.in_features, self.n_components * (self.n_classes + 1))
 
     def forward(self, x: Tensor) -> Mixture:
         """Map ``(..., d)`` features to a :class:`Mixture` with batch shape ``(...)``."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Sequence
 
 import torch
@@ -24,6 +25,14 @@ def simplex_tolerance(dtype: torch.dtype) -> float:
         ``max(1e-6, 64 * eps(dtype))`` (float32: 7.6e-6, float16: 0.06).
     """
     return max(1e-6, 64.0 * torch.finfo(dtype).eps)
+
+
+def _int_arg(value: object, name: str, minimum: int = 1) -> int:
+    """``value`` as an ``int`` (a Python or NumPy integer, not a bool) when ``>= minimum``, else ValueError."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
+        kind = "positive" if minimum == 1 else "non-negative" if minimum == 0 else f">= {minimum}"
+        raise ValueError(f"{name} must be a {kind} int, got {value!r} ({type(value).__name__})")
+    return int(value)
 
 
 def _check_simplex(t: Tensor, name: str) -> None:
@@ -141,6 +150,12 @@ class Mixture:
         component_logits:
             ``(..., m, C)`` logits of the components.
         """
+        for name, t in (("weight_logits", weight_logits), ("component_logits", component_logits)):
+            if not isinstance(t, Tensor) or not t.is_floating_point():
+                got = t.dtype if isinstance(t, Tensor) else type(t).__name__
+                raise TypeError(f"{name} must be a floating torch.Tensor, got {got}")
+        if component_logits.dim() < 2:
+            raise ValueError(f"component_logits must have shape (..., m, C), got {tuple(component_logits.shape)}")
         if weight_logits.shape != component_logits.shape[:-1]:
             raise ValueError(
                 f"weight_logits must have shape {tuple(component_logits.shape[:-1])}, got {tuple(weight_logits.shape)}"
@@ -189,16 +204,38 @@ class Mixture:
         return self.batch_shape[0]
 
     def __getitem__(self, index: int | slice | Tensor | Sequence[int]) -> Mixture:
+        """Select batch positions, like indexing a tensor of shape :attr:`batch_shape`.
+
+        The index never reaches the component or class dims: ``mix[:, 0]`` of a ``(B,)`` batch raises
+        instead of picking component 0 of every row.
+        """
         if not self.batch_shape:
             raise IndexError("cannot index an unbatched Mixture")
-        mix = Mixture(self.weights[index], self.components[index], validate=False)
+        m, c = self.n_components, self.n_classes
+        pos = torch.arange(self.batch_shape.numel(), device=self.weights.device).view(self.batch_shape)
+        try:
+            pos = pos[index]
+        except IndexError as e:
+            raise IndexError(
+                f"a Mixture indexes its batch dims only (batch shape {tuple(self.batch_shape)}): {e}"
+            ) from None
+
+        def pick(t: Tensor, tail: tuple[int, ...]) -> Tensor:
+            return t.reshape(-1, *tail)[pos]
+
+        mix = Mixture(pick(self.weights, (m,)), pick(self.components, (m, c)), validate=False)
         if self._log_weights is not None and self._log_components is not None:
-            mix._log_weights, mix._log_components = self._log_weights[index], self._log_components[index]
+            mix._log_weights = pick(self._log_weights, (m,))
+            mix._log_components = pick(self._log_components, (m, c))
         return mix
 
     def to(self, *args, **kwargs) -> Mixture:
-        """Move/cast like :meth:`torch.Tensor.to`."""
-        return Mixture(self.weights.to(*args, **kwargs), self.components.to(*args, **kwargs), validate=False)
+        """Move/cast like :meth:`torch.Tensor.to`; the exact log-probabilities of :meth:`from_logits` move too."""
+        mix = Mixture(self.weights.to(*args, **kwargs), self.components.to(*args, **kwargs), validate=False)
+        if self._log_weights is not None and self._log_components is not None:
+            mix._log_weights = self._log_weights.to(*args, **kwargs)
+            mix._log_components = self._log_components.to(*args, **kwargs)
+        return mix
 
     def sample(self, n: int, generator: torch.Generator | None = None) -> Tensor:
         """Draw ``n`` label distributions ``p ~ pi`` from each mixture.
@@ -208,6 +245,7 @@ class Mixture:
         Tensor
             ``(n, ..., C)`` sampled components.
         """
+        n = _int_arg(n, "n")
         flat_w = self.weights.reshape(-1, self.n_components)
         idx = torch.multinomial(flat_w, n, replacement=True, generator=generator)  # (B, n)
         flat_p = self.components.reshape(-1, self.n_components, self.n_classes)

@@ -8,7 +8,7 @@ from itertools import combinations
 import torch
 from torch import Tensor
 
-from .mixture import Mixture
+from .mixture import Mixture, _check_simplex, _int_arg
 
 __all__ = [
     "MAX_COUNT_VECTORS",
@@ -80,12 +80,13 @@ def counts_from_labels(labels: Tensor, n_classes: int) -> Tensor:
     Tensor
         ``(n, C)`` int64 counts; each row sums to ``k``.
     """
-    if not isinstance(labels, Tensor) or labels.dtype not in (torch.int64, torch.int32, torch.int16, torch.uint8):
-        raise TypeError(f"labels must be an integer tensor of shape (n, k), got {getattr(labels, 'dtype', labels)}")
+    if not isinstance(labels, Tensor):
+        raise TypeError(f"labels must be an integer torch.Tensor of shape (n, k), got {type(labels).__name__}")
+    if labels.is_floating_point() or labels.is_complex() or labels.dtype == torch.bool:
+        raise TypeError(f"labels must be an integer tensor of shape (n, k), got {labels.dtype}")
     if labels.dim() != 2 or labels.shape[1] < 1:
         raise ValueError(f"labels must have shape (n, k) with k >= 1, got {tuple(labels.shape)}")
-    if not isinstance(n_classes, int) or n_classes < 1:
-        raise ValueError(f"n_classes must be a positive int, got {n_classes!r}")
+    n_classes = _int_arg(n_classes, "n_classes")
     if labels.numel() and (labels.min() < 0 or labels.max() >= n_classes):
         raise ValueError(
             f"labels must lie in [0, {n_classes}), got values in [{labels.min().item()}, {labels.max().item()}]"
@@ -111,10 +112,14 @@ def sample_snapshots(p: Tensor, k: int, generator: torch.Generator | None = None
     Tensor
         ``(n, k)`` int64 labels.
     """
-    if not isinstance(k, int) or k < 1:
-        raise ValueError(f"k must be a positive int, got {k!r}")
-    if not isinstance(p, Tensor) or p.dim() != 2:
-        raise ValueError(f"p must be a (n, C) tensor, got {getattr(p, 'shape', type(p).__name__)}")
+    k = _int_arg(k, "k")
+    if not isinstance(p, Tensor):
+        raise TypeError(f"p must be a floating torch.Tensor of shape (n, C), got {type(p).__name__}")
+    if not p.is_floating_point():
+        raise TypeError(f"p must be a floating tensor of shape (n, C), got {p.dtype}")
+    if p.dim() != 2:
+        raise ValueError(f"p must have shape (n, C), got {tuple(p.shape)}")
+    _check_simplex(p, "p")
     return torch.multinomial(p, k, replacement=True, generator=generator)
 
 
@@ -150,7 +155,9 @@ class SnapshotDataset(torch.utils.data.Dataset):
             raise ValueError(f"labels must have shape (n, k), got {tuple(labels.shape)}")
         if x.shape[0] != labels.shape[0]:
             raise ValueError(f"x and labels must have the same n, got {x.shape[0]} and {labels.shape[0]}")
-        if n_classes is None:
+        if n_classes is not None:
+            n_classes = _int_arg(n_classes, "n_classes")
+        else:
             if labels.numel() and labels.min() < 0:
                 raise ValueError(f"labels must be non-negative, got min {labels.min().item()}")
             n_classes = int(labels.max().item()) + 1 if labels.numel() else 1
@@ -205,12 +212,13 @@ def snapshot_nll(mix: Mixture, counts: Tensor, reduction: str = "mean") -> Tenso
         raise ValueError(
             f"mix must have batch shape ({counts.shape[0]},) to match counts, got {tuple(mix.batch_shape)}"
         )
-    c = counts.to(mix.components.dtype)
+    c = counts.to(mix.components.dtype).unsqueeze(1)
     if mix._log_components is None:
         # xlogy keeps 0 * log 0 = 0, so components with exact zeros on unobserved classes are fine.
-        per_comp = torch.special.xlogy(c.unsqueeze(1), mix.components)
+        per_comp = torch.special.xlogy(c, mix.components)
     else:
-        per_comp = c.unsqueeze(1) * mix.log_components
+        # The same 0 * log 0 = 0 for logits masked with -inf (0 * -inf would be NaN).
+        per_comp = torch.where(c > 0, c * mix.log_components, 0.0)
     ll = torch.logsumexp(mix.log_weights + per_comp.sum(-1), dim=-1)
     nll = -ll
     if reduction == "mean":
@@ -228,8 +236,8 @@ def count_vectors(k: int, n_classes: int, device: torch.device | str | None = No
     Tensor
         ``(S, C)`` int64, ``S = C(k+C-1, C-1)``.
     """
-    if not isinstance(k, int) or k < 0:
-        raise ValueError(f"k must be a non-negative int, got {k!r}")
+    k = _int_arg(k, "k", minimum=0)
+    n_classes = _int_arg(n_classes, "n_classes")
     size = math.comb(k + n_classes - 1, n_classes - 1)
     if size > MAX_COUNT_VECTORS:
         raise ValueError(
@@ -271,8 +279,7 @@ def project_k(mix: Mixture, k: int) -> tuple[Tensor, Tensor]:
         When ``S`` exceeds :data:`MAX_COUNT_VECTORS`; the message suggests the collision statistic.
     """
     _check_mix(mix)
-    if not isinstance(k, int) or isinstance(k, bool) or k < 1:
-        raise ValueError(f"k must be a positive int, got {k!r}")
+    k = _int_arg(k, "k")
     vectors = count_vectors(k, mix.n_classes, device=mix.components.device)
     c = vectors.to(mix.components.dtype)  # (S, C)
     log_coef = math.lgamma(k + 1) - torch.lgamma(c + 1).sum(-1)  # (S,)
@@ -320,8 +327,12 @@ def hoce_k(mix_per_bucket: Mixture, bucket_ids: Tensor, counts: Tensor) -> float
     k = check_counts(counts, mix_per_bucket.n_classes)
     if not isinstance(bucket_ids, Tensor) or bucket_ids.is_floating_point() or bucket_ids.shape != counts.shape[:1]:
         raise ValueError(
-            f"bucket_ids must be an integer tensor of shape ({counts.shape[0]},), got "
-            f"{getattr(bucket_ids, 'dtype', type(bucket_ids).__name__)} {tuple(getattr(bucket_ids, 'shape', ()))}"
+            f"bucket_ids must be an integer torch.Tensor of shape ({counts.shape[0]},), got "
+            + (
+                f"{bucket_ids.dtype} {tuple(bucket_ids.shape)}"
+                if isinstance(bucket_ids, Tensor)
+                else type(bucket_ids).__name__
+            )
         )
     n_buckets = mix_per_bucket.batch_shape[0]
     if bucket_ids.min() < 0 or bucket_ids.max() >= n_buckets:
