@@ -12,12 +12,13 @@ from __future__ import annotations
 import itertools
 import logging
 import math
+import numbers
 
 import numpy as np
 import torch
 
 from .entropy import LatticeEntropyModel
-from .lattices import Lattice
+from .lattices import Lattice, lattice
 
 __all__ = ["LatticeCodec"]
 
@@ -30,7 +31,7 @@ class LatticeCodec:
     Parameters
     ----------
     lat:
-        The lattice.
+        The lattice (or its name).
     density:
         The entropy model (a :class:`LatticeEntropyModel` on ``lat``) or a density, which is wrapped.
     mass:
@@ -38,27 +39,38 @@ class LatticeCodec:
     n_samples:
         MC samples per point when tabulating probabilities.
     precision:
-        CDF precision in bits (CompressAI's default 16).
+        CDF precision in bits (CompressAI's default 16), at most 16: CompressAI's rANS coder works at
+        16 bits, and a finer CDF gives streams that do not decode (a coarser one costs about
+        ``16 − precision`` extra bits per point). The table holds at most ``2**precision − 1`` points.
     seed:
         Seed of the MC samples (tables are reproducible).
     """
 
     MAX_DIM = 4
+    # CompressAI's rANS encoder writes into a buffer of one 32-bit word per symbol and always flushes
+    # two words, so fewer than 3 symbols overrun it (heap corruption / segfault); shorter messages are
+    # padded with the most probable symbol, which the decoder never reads (it decodes ``count`` symbols).
+    MIN_SYMBOLS = 3
 
     def __init__(
         self,
-        lat: Lattice,
+        lat: Lattice | str,
         density,
         mass: float = 1 - 1e-7,
         n_samples: int = 4096,
         precision: int = 16,
         seed: int = 0,
     ) -> None:
+        lat = lattice(lat) if isinstance(lat, str) else lat
+        if not isinstance(lat, Lattice):
+            raise TypeError(f"lat must be a Lattice or a name, got {type(lat).__name__}")
         if lat.dim > self.MAX_DIM:
             raise NotImplementedError(
                 f"LatticeCodec enumerates lattice points and supports dim <= {self.MAX_DIM}, got {lat.name} "
                 f"(dim {lat.dim}); use LatticeEntropyModel.bits for the estimated rate"
             )
+        if isinstance(precision, bool) or not isinstance(precision, int) or not 1 <= precision <= 16:
+            raise ValueError(f"precision must be an int in [1, 16] (CompressAI's rANS precision), got {precision!r}")
         self.lattice = lat
         self.model = density if isinstance(density, LatticeEntropyModel) else LatticeEntropyModel(lat, density)
         self.mass = mass
@@ -70,7 +82,9 @@ class LatticeCodec:
     @torch.no_grad()
     def _probs(self, pts: torch.Tensor) -> torch.Tensor:
         g = torch.Generator().manual_seed(self.seed)  # same u_i for every point: the table sums coherently
-        return torch.exp(self.model.log_likelihood(pts.float(), n_samples=self.n_samples, generator=g)).double()
+        param = next(self.model.parameters(), None)  # evaluate on the model's device
+        pts = pts.float().to(param.device if param is not None else "cpu")
+        return torch.exp(self.model.log_likelihood(pts, n_samples=self.n_samples, generator=g)).double().cpu()
 
     def _ball(self, radius: float) -> torch.Tensor:
         # coefficient box containing the ball: |z_i| <= r·‖column i of G⁻¹‖
@@ -93,6 +107,12 @@ class LatticeCodec:
             total_prev, radius = total, radius * 1.5
         keep = p > 0
         z, p = z[keep], p[keep]
+        if len(p) + 1 > 2**self.precision:  # every point and the overflow symbol need a CDF step of >= 1
+            raise ValueError(
+                f"the coding table needs {len(p)} lattice points (mass {total:.9f}), more than the "
+                f"2**precision - 1 = {2**self.precision - 1} a {self.precision}-bit CDF can code; the density is "
+                f"too spread out for {self.lattice.name} cells (scale the latents down or lower mass)"
+            )
         self.coords_table = z.to(torch.int64)
         self._table = self.lattice.quantize(self.lattice.points(z))
         self.pmf = (p / p.sum()).numpy()
@@ -116,11 +136,17 @@ class LatticeCodec:
         return self._table
 
     def symbols(self, y_hat: torch.Tensor) -> list[int]:
-        """Table indices of lattice points ``y_hat: (B, n)``; raises for points outside the table."""
+        """Table indices of the nearest lattice points of ``y_hat: (B, n)``; raises for points outside the table.
+
+        ``y_hat`` are lattice points (e.g. quantizer outputs); other latents are first quantized to
+        their nearest point, as CompressAI's ``compress`` quantizes its input.
+        """
         if self._table is None:
             self.fit()
         self.lattice.check_input(y_hat, "y_hat")
-        z = self.lattice.coords(y_hat.reshape(-1, self.lattice.dim)).tolist()
+        # coords() alone would round the basis coefficients, which is not the nearest point off the lattice
+        pts = self.lattice._quantize(y_hat.reshape(-1, self.lattice.dim))
+        z = self.lattice.coords(pts).tolist()
         out = []
         for row in z:
             i = self._index.get(tuple(row))
@@ -130,10 +156,12 @@ class LatticeCodec:
         return out
 
     def compress(self, y_hat: torch.Tensor) -> bytes:
-        """rANS-encode lattice points ``y_hat: (B, n)`` into bytes."""
+        """rANS-encode lattice points ``y_hat: (B, n)`` into bytes (other latents are quantized first)."""
         from compressai.ans import RansEncoder
 
         sym = self.symbols(y_hat)
+        if len(sym) < self.MIN_SYMBOLS:
+            sym = sym + [int(np.argmax(self.pmf))] * (self.MIN_SYMBOLS - len(sym))
         return RansEncoder().encode_with_indexes(sym, [0] * len(sym), [self._cdf], [len(self._cdf)], [0])
 
     def decompress(self, data: bytes, count: int) -> torch.Tensor:
@@ -142,6 +170,14 @@ class LatticeCodec:
 
         if self._table is None:
             raise RuntimeError("call fit() first")
+        if isinstance(count, bool) or not isinstance(count, numbers.Integral) or count < 0:
+            raise ValueError(f"count must be a non-negative int, got {count!r}")
+        count = int(count)
+        if count == 0:
+            return self._table[:0].clone()
+        if len(data) < 8:
+            # the rANS decoder reads an 8-byte state first; shorter input would be read out of bounds
+            raise ValueError(f"data must be a bitstream from compress() (at least 8 bytes), got {data!r:.40}")
         sym = RansDecoder().decode_with_indexes(data, [0] * count, [self._cdf], [len(self._cdf)], [0])
         bad = [s for s in sym if not 0 <= s < len(self.pmf)]
         if bad:
@@ -150,5 +186,5 @@ class LatticeCodec:
 
     def estimated_bits(self, y_hat: torch.Tensor) -> float:
         """``Σ −log2 P(ŷ)`` under the tabulated pmf."""
-        idx = torch.tensor(self.symbols(y_hat))
+        idx = torch.tensor(self.symbols(y_hat), dtype=torch.int64)
         return float(-np.log2(self.pmf[idx.numpy()]).sum())

@@ -80,6 +80,8 @@ class FactorizedDensity(Density):
         # t: (..., n) -> per channel (n, 1, M); the slope is d logits / dt, carried in forward mode.
         shape = t.shape
         x = t.reshape(-1, self.dim).T.unsqueeze(1)
+        # promote like the other densities do (e.g. float32 points with float64 parameters)
+        x = x.to(torch.promote_types(x.dtype, self.H[0].dtype))
         d = torch.ones_like(x)
         for i, (H, b) in enumerate(zip(self.H, self.b, strict=True)):
             W = F.softplus(H)

@@ -28,6 +28,19 @@ from .reference import mixture_mc_log_likelihood_reference
 __all__ = ["MC_LOG_LIKELIHOOD", "LatticeEntropyModel"]
 
 _ESTIMATORS = ("joint", "per_channel_official")
+_SAMPLE_METHODS = ("uniform", "sobol", "antithetic")
+
+
+def _check_n_samples(n_samples, sample_method: str) -> int:
+    try:
+        n = int(n_samples)
+    except (TypeError, ValueError, OverflowError):
+        n = None
+    if n is None or isinstance(n_samples, bool) or n != n_samples or n < 1:
+        raise ValueError(f"n_samples must be a positive int, got {n_samples!r}")
+    if sample_method == "antithetic" and n % 2:
+        raise ValueError(f"n_samples must be even for sample_method='antithetic', got {n_samples!r}")
+    return n
 
 
 def _triton_mixture(y_hat, u, logw, mu, log_scale):
@@ -75,7 +88,8 @@ class LatticeEntropyModel(nn.Module):
     sample_method:
         How the ``u_i`` are drawn, see :meth:`Lattice.sample_voronoi`.
     likelihood_bound:
-        Lower bound applied by :meth:`forward` (CompressAI convention) so rates stay finite.
+        Lower bound applied by :meth:`forward` (CompressAI convention) so rates stay finite;
+        ``<= 0`` disables it, as in CompressAI.
     """
 
     def __init__(
@@ -89,6 +103,8 @@ class LatticeEntropyModel(nn.Module):
     ) -> None:
         super().__init__()
         self.lattice = lattice(lat) if isinstance(lat, str) else lat
+        if not isinstance(self.lattice, Lattice):
+            raise TypeError(f"lat must be a Lattice or a name, got {type(lat).__name__}")
         if not isinstance(density, Density):
             raise TypeError(f"density must be a Density module, got {type(density).__name__}")
         if density.dim != self.lattice.dim:
@@ -99,6 +115,9 @@ class LatticeEntropyModel(nn.Module):
             raise ValueError("estimator='per_channel_official' needs a factorized density")
         if not isinstance(n_samples, int) or n_samples < 1:
             raise ValueError(f"n_samples must be a positive int, got {n_samples!r}")
+        if sample_method not in _SAMPLE_METHODS:
+            raise ValueError(f"sample_method must be one of {_SAMPLE_METHODS}, got {sample_method!r}")
+        _check_n_samples(n_samples, sample_method)
         self.density = density
         self.n_samples = n_samples
         self.estimator = estimator
@@ -138,7 +157,7 @@ class LatticeEntropyModel(nn.Module):
         estimator = self.estimator if estimator is None else estimator
         if estimator not in _ESTIMATORS:
             raise ValueError(f"estimator must be one of {_ESTIMATORS}, got {estimator!r}")
-        N = self.n_samples if n_samples is None else int(n_samples)
+        N = self.n_samples if n_samples is None else _check_n_samples(n_samples, self.sample_method)
         shape = y_hat.shape[:-1]
         flat = y_hat.reshape(-1, lat.dim)
         if flat.shape[0] == 0:
@@ -158,9 +177,11 @@ class LatticeEntropyModel(nn.Module):
         return (out + log_vol).reshape(shape)
 
     def forward(self, y_hat: torch.Tensor) -> torch.Tensor:
-        """Likelihoods ``P(ŷ)`` lower-bounded by ``likelihood_bound``, ``(..., n) -> (...)``."""
+        """Likelihoods ``P(ŷ)`` lower-bounded by ``likelihood_bound`` (if ``> 0``), ``(..., n) -> (...)``."""
         log_p = self.log_likelihood(y_hat)
-        return torch.exp(log_p.clamp_min(math.log(self.likelihood_bound)))
+        if self.likelihood_bound > 0:
+            log_p = log_p.clamp_min(math.log(self.likelihood_bound))
+        return torch.exp(log_p)
 
     def bits(self, y_hat: torch.Tensor, n_samples: int | None = None, generator: torch.Generator | None = None):
         """Rate ``−log2 P(ŷ)`` in bits per vector, ``(..., n) -> (...)``."""

@@ -25,6 +25,7 @@ every ``λ ∈ Λ``. Nested-lattice (Voronoi) codes rely on this.
 
 from __future__ import annotations
 
+import copy
 import functools
 import math
 import re
@@ -267,6 +268,21 @@ class Lattice:
 
     def __repr__(self) -> str:
         return f"Lattice({self.name!r}, dim={self.dim})"
+
+    def __reduce_ex__(self, protocol):
+        # The decoders are closures, which pickle cannot store: a lattice built by lattice() is
+        # pickled as that call (so torch.save / pickle of a whole model work).
+        spec = self.__dict__.get("_spec")
+        if spec is not None:
+            return lattice, spec
+        return super().__reduce_ex__(protocol)
+
+    def __deepcopy__(self, memo: dict) -> Lattice:
+        # the default deep copy (attribute by attribute), not the rebuild of __reduce_ex__
+        new = object.__new__(type(self))
+        memo[id(self)] = new
+        new.__dict__.update(copy.deepcopy(self.__dict__, memo))
+        return new
 
     @property
     def scale(self) -> float:
@@ -549,6 +565,12 @@ def lattice(name: str, dim: int | None = None, slow_ok: bool = False) -> Lattice
     KeyError
         For an unknown name (the message lists the known ones).
     """
+    lat = _lattice(name, dim, slow_ok)
+    lat._spec = (name, dim, slow_ok)  # how to rebuild it (pickling)
+    return lat
+
+
+def _lattice(name: str, dim: int | None, slow_ok: bool) -> Lattice:
     if not isinstance(name, str):
         raise TypeError(f"name must be a str, got {type(name).__name__}")
     key = name.strip()

@@ -10,6 +10,7 @@ NTC is the same model with ``Λ = Zⁿ`` (integer rounding), identical transform
 
 from __future__ import annotations
 
+import copy
 import math
 
 import torch
@@ -54,7 +55,7 @@ def rate_distortion_loss(out: dict[str, torch.Tensor], x: torch.Tensor, lmbda: f
     out:
         A model's output dict (``"x_hat"``, ``"likelihoods"``).
     x:
-        ``(..., d)`` source batch.
+        ``(..., d)`` source batch, the shape of ``out["x_hat"]``.
     lmbda:
         ``λ``.
 
@@ -63,6 +64,10 @@ def rate_distortion_loss(out: dict[str, torch.Tensor], x: torch.Tensor, lmbda: f
     dict
         ``{"loss", "bpd", "mse"}`` scalars.
     """
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(f"x must be a torch.Tensor, got {type(x).__name__}")
+    if x.shape != out["x_hat"].shape:  # broadcasting would silently give a wrong MSE and rate normalization
+        raise ValueError(f"x must have the shape of out['x_hat'] {tuple(out['x_hat'].shape)}, got {tuple(x.shape)}")
     dims = x.numel()
     bpd = -torch.log2(out["likelihoods"]).sum() / dims
     mse = (out["x_hat"] - x).square().mean()
@@ -121,6 +126,10 @@ class LTC(nn.Module):
     def lattice(self) -> Lattice:
         return self.quantizer.lattice
 
+    def _check(self, x: torch.Tensor) -> None:
+        if not isinstance(x, torch.Tensor) or x.dim() != 2 or x.shape[1] != self.d_in:
+            raise ValueError(f"x must be a (batch, {self.d_in}) tensor, got {getattr(x, 'shape', type(x))}")
+
     def forward(self, x: torch.Tensor) -> dict[str, torch.Tensor]:
         """Encode, quantize, estimate likelihoods and decode.
 
@@ -135,8 +144,7 @@ class LTC(nn.Module):
             ``"x_hat"`` ``(B, d_in)``, ``"likelihoods"`` ``(B,)`` cell probabilities,
             ``"y"`` and ``"y_hat"`` ``(B, n)``.
         """
-        if not isinstance(x, torch.Tensor) or x.dim() != 2 or x.shape[1] != self.d_in:
-            raise ValueError(f"x must be a (batch, {self.d_in}) tensor, got {getattr(x, 'shape', type(x))}")
+        self._check(x)
         y = self.g_a(x)
         y_hat = self.quantizer(y)
         likelihoods = self.entropy_model(y_hat)
@@ -159,6 +167,7 @@ class LTC(nn.Module):
         chunk:
             Vectors per batch.
         """
+        self._check(x)
         bits, se, sq = [], [], []
         for xb in x.split(chunk):
             y_hat = self.quantizer(self.g_a(xb), mode="hard")
@@ -206,7 +215,10 @@ class BlockLTC(nn.Module):
         cell and training stays at zero rate (D = σ²); LeakyReLU's larger gain lets the
         straight-through distortion gradient spread the latents out of that cell. (The official
         companders use Softplus; with LeakyReLU only in the per-sample MLPs training still collapsed.)
-    density, n_samples, transform, quantizer_mode, estimator:
+    density:
+        As in :class:`LTC`; every latent coordinate gets its own density (a :class:`Density`
+        instance is used for the first one and deep-copied for the others).
+    n_samples, transform, quantizer_mode, estimator:
         As in :class:`LTC`.
     """
 
@@ -216,7 +228,7 @@ class BlockLTC(nn.Module):
         d_latent: int,
         lattice: str | Lattice = "E8",
         hidden: int = 100,
-        density: str = "factorized",
+        density: str | Density = "factorized",
         n_samples: int = 256,
         transform: str = "mlp",
         activation: str = "leaky_relu",
@@ -224,6 +236,9 @@ class BlockLTC(nn.Module):
         estimator: str = "joint",
     ) -> None:
         super().__init__()
+        for argname, v in (("d_in", d_in), ("d_latent", d_latent)):
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise ValueError(f"{argname} must be a positive int, got {v!r}")
         lat = _as_lattice(lattice)
         n = lat.dim
         self.d_in, self.d_latent, self.block = d_in, d_latent, n
@@ -232,8 +247,16 @@ class BlockLTC(nn.Module):
         self.companders_a = nn.ModuleList(make_transform(n, n, hidden, transform, activation) for _ in range(d_latent))
         self.companders_s = nn.ModuleList(make_transform(n, n, hidden, transform, activation) for _ in range(d_latent))
         self.quantizer = LatticeQuantizer(lat, quantizer_mode)
+        # every latent coordinate gets its own density: a Density instance is used for the first one
+        # and deep-copied for the others (sharing one would tie their parameters together)
         self.entropy_models = nn.ModuleList(
-            LatticeEntropyModel(lat, make_density(density, n), n_samples, estimator) for _ in range(d_latent)
+            LatticeEntropyModel(
+                lat,
+                make_density(density, n) if j == 0 or not isinstance(density, Density) else copy.deepcopy(density),
+                n_samples,
+                estimator,
+            )
+            for j in range(d_latent)
         )
 
     def _check(self, x: torch.Tensor) -> None:

@@ -14,6 +14,7 @@ tie-break, identically in :meth:`VoronoiCode.decode` and :meth:`VoronoiCode.over
 from __future__ import annotations
 
 import math
+import numbers
 
 import torch
 
@@ -35,7 +36,9 @@ class VoronoiCode:
 
     def __init__(self, lat: Lattice | str, q: int) -> None:
         self.lattice = lattice(lat) if isinstance(lat, str) else lat
-        if isinstance(q, bool) or not isinstance(q, (int, float)) or q != int(q) or q < 2:
+        if not isinstance(self.lattice, Lattice):
+            raise TypeError(f"lat must be a Lattice or a name, got {type(lat).__name__}")
+        if isinstance(q, bool) or not isinstance(q, numbers.Real) or q != int(q) or q < 2:
             raise ValueError(f"q must be an integer >= 2, got {q!r}")
         self.q = int(q)
 
@@ -53,6 +56,8 @@ class VoronoiCode:
         """Reconstruction ``(..., n)`` in the coarse Voronoi cell for messages ``m: (..., n)``."""
         if m.dtype.is_floating_point or m.dtype == torch.bool:
             raise TypeError(f"m must be an integer tensor, got {m.dtype}")
+        if m.dim() == 0 or m.shape[-1] != self.lattice.dim:
+            raise ValueError(f"m must have last dimension {self.lattice.dim}, got shape {tuple(m.shape)}")
         if m.numel() and (int(m.min()) < 0 or int(m.max()) >= self.q):
             raise ValueError(f"m must lie in [0, {self.q}), got range [{int(m.min())}, {int(m.max())}]")
         lat = self.lattice
