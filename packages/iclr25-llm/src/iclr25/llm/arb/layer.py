@@ -48,7 +48,7 @@ class BinarizedLinear(nn.Module):
             if not isinstance(g, BinarizationResult):
                 raise TypeError(f"groups must hold BinarizationResult; got {type(g).__name__}")
             m = g.mask.shape[1]
-            if g.mask.shape[0] != out_features or start + m > in_features:
+            if g.mask.shape[0] != out_features or start < 0 or start + m > in_features:
                 raise ValueError(f"group of shape {tuple(g.mask.shape)} at column {start} does not fit the weight")
             W[:, start : start + m] += g.reconstruct().float().cpu()
         self.register_buffer("weight", W)
@@ -57,15 +57,25 @@ class BinarizedLinear(nn.Module):
     @classmethod
     def from_result(cls, linear: nn.Module, res: BinarizationResult | LayerResult) -> BinarizedLinear:
         """Build from a linear layer (for its bias and shape) and a binarization of its weight."""
+        if not isinstance(getattr(linear, "weight", None), torch.Tensor):
+            raise TypeError(f"linear must be an nn.Linear or a Conv1D; got {type(linear).__name__}")
         out_f, in_f = (
             (linear.out_features, linear.in_features) if isinstance(linear, nn.Linear) else linear.weight.t().shape
         )
         if isinstance(res, LayerResult):
+            if not res.blocks:
+                raise ValueError(
+                    "res has no binarized blocks (a PB-LLM result keeps 8-bit weights): use its W_hat as a dense weight"
+                )
             groups = [(b.start, g) for b in res.blocks for g in b.groups]
+            shape = tuple(res.W_hat.shape)
         elif isinstance(res, BinarizationResult):
             groups = [(0, res)]
+            shape = tuple(res.mask.shape)
         else:
             raise TypeError(f"res must be a BinarizationResult or LayerResult; got {type(res).__name__}")
+        if shape != (out_f, in_f):
+            raise ValueError(f"res is for a weight of shape {shape}; the linear's weight is ({out_f}, {in_f})")
         layer = cls(in_f, out_f, groups, getattr(linear, "bias", None))
         return layer.to(linear.weight.device)
 
@@ -117,9 +127,10 @@ class BinarizedLinear(nn.Module):
         """The GEMV layout: sign words, bitmaps and fp16 scales (see :mod:`iclr25.llm.arb.packed`).
 
         Unlike :meth:`pack` (a per-group archive), this stores each weight once: for the default
-        partition its bits equal the hand count of :func:`~iclr25.llm.arb.block_bits`.
+        partition its bits equal the hand count of :func:`~iclr25.llm.arb.block_bits`. The tensors
+        are on the layer's device.
         """
-        return pack_groups(self.in_features, self.out_features, self.groups, self.bias)
+        return pack_groups(self.in_features, self.out_features, self.groups, self.bias).to(self.weight.device)
 
     def to_packed(self, backend: str = "auto") -> PackedBinaryLinear:
         """A :class:`~iclr25.llm.arb.PackedBinaryLinear` computing this layer from the bits."""

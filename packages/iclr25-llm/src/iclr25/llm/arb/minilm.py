@@ -86,6 +86,8 @@ def binarize_encoder(
     (nn.Module, dict)
         The binarized copy and ``{layer name: LayerResult}``.
     """
+    if not isinstance(config, ARBConfig):
+        raise TypeError(f"config must be an ARBConfig; got {type(config).__name__}")
     if not calib_lines:
         raise ValueError("calib_lines is empty: binarization needs calibration inputs")
     q = copy.deepcopy(model)

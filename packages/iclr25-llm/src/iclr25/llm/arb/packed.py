@@ -43,6 +43,7 @@ __all__ = [
     "unpack_bits",
 ]
 
+_TENSORS = ("signs", "gmap", "cols", "signs2", "s2_index", "alpha", "mu", "beta", "bias")
 _SLOTS = 6  # plane scales per row and block: (ns-small, ns-big, s-small ×2, s-big ×2)
 
 
@@ -101,8 +102,7 @@ class PackedBinaryWeight:
 
     def tensors(self) -> dict:
         """The stored tensors by name (None entries left out)."""
-        names = ("signs", "gmap", "cols", "signs2", "s2_index", "alpha", "mu", "beta", "bias")
-        return {k: getattr(self, k) for k in names if getattr(self, k) is not None}
+        return {k: getattr(self, k) for k in _TENSORS if getattr(self, k) is not None}
 
     @property
     def nbytes(self) -> int:
@@ -197,6 +197,8 @@ def pack_groups(in_features: int, out_features: int, groups: list, bias: torch.T
     bias : (n,) tensor, optional
     """
     n, K = out_features, in_features
+    if not groups:
+        raise ValueError("groups is empty: nothing to pack")
     if K % 32:
         raise ValueError(f"in_features must be a multiple of 32 to pack; got {K}")
     blocks: dict[int, list] = {}
@@ -331,10 +333,19 @@ class PackedBinaryLinear(nn.Module):
     backend : {"auto", "reference", "triton"}
         Passed to :func:`packed_gemv` for inputs with at most 16 rows; larger inputs dequantize
         once and use ``torch.matmul`` (a GEMM is compute-bound, the bits buy nothing there).
+
+    Notes
+    -----
+    ``state_dict()`` holds the packed tensors by name (``signs``, ``gmap``, ``alpha``, …);
+    ``load_state_dict`` copies them into a layer whose packed tensors have the same shapes.
     """
 
     def __init__(self, packed: PackedBinaryWeight, backend: str = "auto") -> None:
         super().__init__()
+        if not isinstance(packed, PackedBinaryWeight):
+            raise TypeError(f"packed must be a PackedBinaryWeight; got {type(packed).__name__}")
+        if backend != "auto" and backend not in PACKED_GEMV.names:
+            raise ValueError(f"backend must be 'auto' or one of {list(PACKED_GEMV.names)}; got {backend!r}")
         self.packed = packed
         self.backend = backend
         self.out_features, self.in_features = packed.shape
@@ -344,13 +355,42 @@ class PackedBinaryLinear(nn.Module):
         self.packed = self.packed.to(fn(torch.zeros(0, device=self.packed.device)).device)
         return super()._apply(fn, recurse)
 
+    def _save_to_state_dict(self, destination, prefix, keep_vars):
+        # the packed tensors are the layer's state: ``state_dict()`` / ``torch.save`` keep them
+        super()._save_to_state_dict(destination, prefix, keep_vars)
+        for k, t in self.packed.tensors().items():
+            destination[prefix + k] = t
+
+    def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys, errors):
+        super()._load_from_state_dict(state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys, errors)
+        own = self.packed.tensors()
+        new, bad = {}, False
+        for k in _TENSORS:
+            key = prefix + k
+            if key in unexpected_keys:
+                unexpected_keys.remove(key)
+            if k not in own:
+                if strict and key in state_dict:
+                    unexpected_keys.append(key)
+            elif key not in state_dict:
+                if strict:
+                    missing_keys.append(key)
+            elif not isinstance(state_dict[key], torch.Tensor) or state_dict[key].shape != own[k].shape:
+                got = getattr(state_dict[key], "shape", type(state_dict[key]).__name__)
+                errors.append(f"size mismatch for {key}: got {got} from the checkpoint, the layer has {own[k].shape}")
+                bad = True
+            else:
+                new[k] = state_dict[key]
+        with torch.no_grad():  # all or nothing: a mix of two packings would be a different weight
+            for k, v in ({} if bad else new).items():
+                own[k].copy_(v)
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         lead = x.shape[:-1]
         x2 = x.reshape(-1, x.shape[-1])
-        if x2.shape[0] <= _MAX_BATCH:
-            y = packed_gemv(x2, self.packed, backend=self.backend)
-        else:
-            y = packed_gemv_reference(x2, self.packed)
+        # larger inputs dequantize once (the reference), after the same input checks
+        backend = self.backend if x2.shape[0] <= _MAX_BATCH else "reference"
+        y = packed_gemv(x2, self.packed, backend=backend)
         return y.to(x.dtype).reshape(*lead, self.out_features)
 
     def extra_repr(self) -> str:

@@ -62,6 +62,8 @@ def _set_weight(m: nn.Module, W: torch.Tensor) -> None:
 def _run_ptq(model: nn.Module, calib_batches: Iterable, quantize_fn, method: str, pack: bool):
     if not isinstance(model, nn.Module):
         raise TypeError(f"model must be an nn.Module; got {type(model).__name__}")
+    if not isinstance(calib_batches, Iterable):
+        raise TypeError(f"calib_batches must be an iterable of token-id batches; got {type(calib_batches).__name__}")
     calib = list(calib_batches)
     if not calib:
         raise ValueError("calib_batches is empty: binarization needs calibration inputs")
@@ -142,6 +144,8 @@ def billm_quantize_model(
     model: nn.Module, calib_batches: Iterable, config: ARBConfig | None = None, pack: bool = True
 ) -> tuple[nn.Module, ARBReport]:
     """BiLLM baseline: the same partition and feedback as :func:`arb_quantize_model`, plain binarizer."""
+    if config is not None and not isinstance(config, ARBConfig):
+        raise TypeError(f"config must be an ARBConfig; got {type(config).__name__}")
     cfg = replace(config or ARBConfig(), method="plain")
     return _run_ptq(model, calib_batches, ARBQuantizer(cfg).quantize, "plain", pack)
 

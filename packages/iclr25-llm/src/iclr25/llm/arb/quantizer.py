@@ -77,6 +77,8 @@ class ARBConfig:
         if not self.percdamp >= 0:
             raise ValueError(f"percdamp must be >= 0; got {self.percdamp!r}")
         if self.split_quantiles is not None:
+            if not isinstance(self.split_quantiles, tuple | list) or len(self.split_quantiles) != 3:
+                raise ValueError(f"split_quantiles must be (lo, hi, count) or None; got {self.split_quantiles!r}")
             lo, hi, cnt = self.split_quantiles
             if not (0 < lo <= hi < 1) or not isinstance(cnt, int) or cnt < 1:
                 raise ValueError(
@@ -330,11 +332,19 @@ def pbllm_quantize(
         raise ValueError(f"salient_frac must be in [0, 1); got {salient_frac}")
     if not isinstance(salient_bits, int) or not 2 <= salient_bits <= 16:
         raise ValueError(f"salient_bits must be an int in [2, 16]; got {salient_bits!r}")
+    if not isinstance(blocksize, int) or blocksize < 1:
+        raise ValueError(f"blocksize must be an int >= 1; got {blocksize!r}")
+    if not percdamp >= 0:
+        raise ValueError(f"percdamp must be >= 0; got {percdamp!r}")
     check_weight(W)
     _rows, cols = W.shape
+    if H is not None and not isinstance(H, torch.Tensor):
+        raise TypeError(f"H must be a torch.Tensor or None; got {type(H).__name__}")
     H = 2.0 * torch.eye(cols, device=W.device) if H is None else H.detach().float().clone()
     if H.shape != (cols, cols):
         raise ValueError(f"H must be ({cols}, {cols}); got {tuple(H.shape)}")
+    if not torch.isfinite(H).all():
+        raise ValueError("H contains NaN or Inf")
     W0 = W.detach().float()
     Wc = W0.clone()
     S_full = H / 2.0
@@ -351,7 +361,8 @@ def pbllm_quantize(
         Hinv1 = Hinv[i1:i2, i1:i2]
         score = W1**2 / torch.diag(Hinv1)[None, :] ** 2
         n_sal = round(salient_frac * score.numel())
-        sal = torch.zeros_like(W1, dtype=torch.bool)
+        # contiguous even when W is a transposed view (GPT-2 Conv1D): sal.view(-1) below
+        sal = torch.zeros(W1.shape, dtype=torch.bool, device=W1.device)
         if n_sal:
             sal.view(-1)[torch.topk(score.reshape(-1), n_sal).indices] = True
         lo = torch.where(sal, W1, torch.full_like(W1, float("inf"))).amin(1, keepdim=True)
