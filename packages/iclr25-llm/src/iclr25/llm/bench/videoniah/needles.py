@@ -149,7 +149,17 @@ def sprite(shape: str, color: str | tuple[int, int, int], size: int) -> np.ndarr
         raise ValueError(f"shape must be one of {SHAPES}, got {shape!r}")
     if not isinstance(size, (int, np.integer)) or size < 3:
         raise ValueError(f"size must be an int >= 3, got {size!r}")
-    rgb = COLORS[color] if isinstance(color, str) else tuple(int(c) for c in color)
+    if isinstance(color, str):
+        if color not in COLORS:
+            raise ValueError(f"color must be one of {tuple(COLORS)} or an RGB triple, got {color!r}")
+        rgb = COLORS[color]
+    else:
+        try:
+            rgb = tuple(int(c) for c in color)
+        except (TypeError, ValueError):
+            rgb = ()
+        if len(rgb) != 3 or not all(0 <= c <= 255 for c in rgb):
+            raise ValueError(f"color must be a name from COLORS or an RGB triple of ints in [0, 255], got {color!r}")
     c = (size - 1) / 2.0
     yy, xx = np.mgrid[0:size, 0:size].astype(np.float64)
     r = size / 2.0
@@ -426,6 +436,8 @@ def edit_needle(
         raise ValueError(f"length must be an int >= 1, got {length!r}")
     if not isinstance(start, (int, np.integer)) or not 0 <= start <= T - length:
         raise ValueError(f"start must be in [0, {T - length}] (T={T}, length={length}), got {start!r}")
+    if isinstance(pos, (str, bytes)) or not hasattr(pos, "__len__") or len(pos) != 2:
+        raise ValueError(f"pos must be the top-left corner (y, x) of the overlay, got {pos!r}")
     y, x = (int(v) for v in pos)
     if not (0 <= y <= H - oh and 0 <= x <= W - ow):
         raise ValueError(f"pos=(y, x) must satisfy 0 <= y <= {H - oh} and 0 <= x <= {W - ow} for an overlay {(oh, ow)}")

@@ -89,6 +89,16 @@ def _gt_letter(gt: Any) -> Any:
     return gt
 
 
+def _check_record(i: int, r: Any, keys: Sequence[str]) -> None:
+    if not isinstance(r, Mapping):
+        raise TypeError(
+            f"records[{i}] must be a mapping with question_id, type, pred and gt, got {type(r).__name__} {r!r:.80}"
+        )
+    missing = [k for k in keys if k not in r]
+    if missing:
+        raise ValueError(f"records[{i}] lacks the field(s) {missing}; expected question_id, type, pred and gt")
+
+
 def circular_accuracy(records: Iterable[Mapping[str, Any]], mode: str = "official") -> dict[str, Any]:
     """Score prediction records with the 4/4 circular rule.
 
@@ -105,19 +115,28 @@ def circular_accuracy(records: Iterable[Mapping[str, Any]], mode: str = "officia
     dict with ``per_type`` {type: accuracy}, ``counts`` {type: [correct, total]}, ``families``
     {family: mean of its types}, ``overall`` (mean over types), ``per_try`` (fraction of right
     tries), ``vanished`` (samples whose tries were all None, official mode only).
+
+    Raises
+    ------
+    TypeError : a record that is not a mapping, or a ``pred`` that is neither a str nor None.
+    ValueError : a record without ``question_id`` or ``type`` (or ``gt`` where it is scored).
     """
     if mode not in ("official", "strict"):
         raise ValueError(f"mode must be 'official' or 'strict', got {mode!r}")
     hits: dict[str, dict[str, int]] = defaultdict(dict)
     all_names: dict[str, set[str]] = defaultdict(set)
     n_try = n_right = 0
-    for r in records:
+    for i, r in enumerate(records):
+        _check_record(i, r, ("question_id", "type"))
         label, name = r["type"], str(r["question_id"])[:-2]
         all_names[label].add(name)
         pred = r.get("pred")
         if pred is None and mode == "official":
             continue
+        _check_record(i, r, ("gt",))
         gt = _gt_letter(r["gt"])
+        if "gpt_judge" not in r and pred is not None and not isinstance(pred, str):
+            raise TypeError(f"records[{i}]: pred must be a str or None, got {type(pred).__name__} {pred!r}")
         if "gpt_judge" in r:
             ok = r["gpt_judge"][0] == "1"
         elif mode == "official":
@@ -385,7 +404,12 @@ def load_vnbench(annotation_path: str | os.PathLike, video_root: str | os.PathLi
         for k in ("video", "question", "options", "gt", "type"):
             if k not in r:
                 raise ValueError(f"annotation record {i} lacks the field {k!r}")
-        t = int(r.get("try", 0))
+        try:
+            t = int(r.get("try", 0))
+        except (TypeError, ValueError):
+            t = -1
+        if not 0 <= t <= 3:
+            raise ValueError(f"annotation record {i}: try must be an int 0..3, got {r.get('try')!r}")
         qid = str(r["question_id"])[:-2] if "question_id" in r else f"{r['video']}_{r['type']}"
         key = f"{qid}|{r['question']}" if "question_id" not in r else qid
         if key not in groups or t == 0:

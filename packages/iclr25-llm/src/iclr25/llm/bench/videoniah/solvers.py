@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -74,7 +74,8 @@ class FrameMatchSolver:
 
     Parameters
     ----------
-    galleries : galleries whose items may appear as full-frame needles (text cards, pictures).
+    galleries : galleries whose items may appear as full-frame needles (text cards, pictures): a
+        list of ``NeedleGallery`` of kind ``"text"`` or ``"image"``, or one such gallery.
     threshold : a frame "shows" a needle when their mean squared error (over pixels and channels,
         uint8 scale) is below this (200 as in the method note).
 
@@ -87,8 +88,17 @@ class FrameMatchSolver:
     """
 
     def __init__(self, galleries: Sequence[NeedleGallery], threshold: float = 200.0) -> None:
+        if isinstance(galleries, NeedleGallery):
+            galleries = [galleries]
+        elif isinstance(galleries, Mapping):
+            raise TypeError(
+                "galleries must be a list of NeedleGallery, e.g. [gal['text'], gal['image']] for "
+                "gal = default_galleries(...), got a dict"
+            )
         self.items: dict[str, np.ndarray] = {}
         for g in galleries:
+            if not isinstance(g, NeedleGallery):
+                raise TypeError(f"galleries must hold NeedleGallery objects, got {type(g).__name__}")
             if g.kind not in ("text", "image"):
                 raise ValueError(f"FrameMatchSolver matches full-frame needles (text/image), got a {g.kind!r} gallery")
             self.items.update({k: v.astype(np.float32) for k, v in g.items.items()})

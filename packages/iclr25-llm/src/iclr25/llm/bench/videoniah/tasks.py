@@ -11,6 +11,7 @@ ord_edit1, cnt_insert1, cnt_edit1, cnt_edit2`` (see :mod:`.needles` for the asse
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -77,7 +78,7 @@ class VideoSample:
     def __post_init__(self) -> None:
         if len(self.options) != 4 or len(set(self.options)) != 4:
             raise ValueError(f"options must be 4 distinct strings, got {self.options!r}")
-        if not 0 <= int(self.answer) < 4:
+        if not isinstance(self.answer, (int, np.integer)) or not 0 <= int(self.answer) < 4:
             raise ValueError(f"answer must be an option index in [0, 3], got {self.answer!r}")
 
     @property
@@ -116,6 +117,12 @@ def place_spans(T: int, lengths: Sequence[int], rng: np.random.Generator, *, mar
     -------
     starts : list of int, ``starts[i] + lengths[i] + margin <= starts[i+1]``.
     """
+    if not isinstance(rng, np.random.Generator):
+        raise TypeError(f"rng must be a numpy.random.Generator (np.random.default_rng(seed)), got {type(rng).__name__}")
+    if not isinstance(margin, (int, np.integer)) or margin < 0:
+        raise ValueError(f"margin must be an int >= 0 (free frames between spans), got {margin!r}")
+    if any(L < 0 for L in lengths):
+        raise ValueError(f"lengths must be >= 0, got {list(lengths)!r}")
     n = len(lengths)
     if n == 0:
         return []
@@ -138,7 +145,14 @@ def _check_kind(kind: str, allowed: Sequence[str]) -> None:
         raise ValueError(f"kind must be one of {tuple(allowed)}, got {kind!r}")
 
 
+def _check_mode(mode: str) -> None:
+    if mode not in ("insert", "replace"):
+        raise ValueError(f"mode must be 'insert' or 'replace', got {mode!r}")
+
+
 def _needle_len(needle_frames: int | None, fps: float) -> int:
+    if isinstance(fps, bool) or not isinstance(fps, (int, float, np.number)) or not (math.isfinite(fps) and fps > 0):
+        raise ValueError(f"fps must be a finite number > 0, got {fps!r}")
     L = max(1, round(fps)) if needle_frames is None else needle_frames
     if not isinstance(L, (int, np.integer)) or L < 1:
         raise ValueError(f"needle_frames must be an int >= 1, got {needle_frames!r}")
@@ -230,6 +244,7 @@ def make_retrieval(
     """
     check_frames(haystack, "haystack")
     _check_kind(kind, ("insert1", "insert2", "edit1"))
+    _check_mode(mode)
     _gallery_for(kind, gallery)
     if len(gallery) < 4:
         raise ValueError(f"gallery needs >= 4 items for 4 options, got {len(gallery)}")
@@ -271,6 +286,7 @@ def make_ordering(
     """
     check_frames(haystack, "haystack")
     _check_kind(kind, ("insert1", "insert2", "edit1"))
+    _check_mode(mode)
     _gallery_for(kind, gallery)
     if not isinstance(k, (int, np.integer)) or k < 3:
         raise ValueError(f"k must be an int >= 3 (4 distinct orders need k! >= 4), got {k!r}")
@@ -345,7 +361,8 @@ def make_counting(
     ----------
     haystack : (T, H, W, 3) uint8.
     needle : a gallery (one item is drawn) or one asset: a text card (H, W, 3) for ``insert1``, an
-        RGBA sprite (h, w, 4) for ``edit1``/``edit2``.
+        RGBA sprite (h, w, 4) for ``edit1``/``edit2`` (each copy is placed in its own square box of
+        side ``max(h, w)``, so copies never touch).
     count_range : inclusive range of c.
     kind : ``"insert1"`` (c separate card spans), ``"edit1"`` (c spans, one sprite each, at random
         positions) or ``"edit2"`` (c sprites in total, up to ``max_per_frame`` copies at different
@@ -354,6 +371,9 @@ def make_counting(
     """
     check_frames(haystack, "haystack")
     _check_kind(kind, ("insert1", "edit1", "edit2"))
+    _check_mode(mode)
+    if kind == "edit2" and (not isinstance(max_per_frame, (int, np.integer)) or max_per_frame < 1):
+        raise ValueError(f"max_per_frame must be an int >= 1, got {max_per_frame!r}")
     lo, hi = count_range
     if not (1 <= lo <= hi <= 9):
         raise ValueError(f"count_range must satisfy 1 <= lo <= hi <= 9, got {count_range!r}")
@@ -390,7 +410,7 @@ def make_counting(
         starts = place_spans(T, [L] * len(groups), rng, margin=margin)
         out = haystack.copy()
         needles = []
-        s = asset.shape[0]
+        s = max(int(asset.shape[0]), int(asset.shape[1]))  # each copy gets an s x s box (an (h, w) sprite fits)
         for st, g in zip(starts, groups, strict=True):
             for y, x in _random_boxes(H, W, s, g, rng):
                 _, m = edit_needle(out, asset, st, L, (y, x), inplace=True)
@@ -402,6 +422,19 @@ def make_counting(
     meta = {"haystack_T": int(T), "seed": seed, "count": c, "needles": needles}
     return VideoSample(out, q, opts, ans, f"cnt_{kind}", sample_id or f"{seed}_cnt_{kind}", fps, meta)
 
+
+# the gallery of default_galleries() each sub-task type draws its needles from
+_GALLERY_OF = {
+    "ret_insert1": "text",
+    "ret_insert2": "image",
+    "ret_edit1": "subtitle",
+    "ord_insert1": "text",
+    "ord_insert2": "image",
+    "ord_edit1": "subtitle",
+    "cnt_insert1": "text",
+    "cnt_edit1": "sprite",
+    "cnt_edit2": "sprite",
+}
 
 _WORDS = (
     "CAT", "SUN", "KEY", "MAP", "BOX", "JAR", "PEN", "CUP", "OWL", "FOX", "ICE", "BEE",
@@ -437,22 +470,45 @@ def build_vnbench_like(
     haystacks : (T, H, W, 3) uint8 videos (all the same H, W).
     per_type : samples per type (VNBench has 150).
     types : sub-task types to build (default all 9).
-    galleries : as returned by :func:`default_galleries` (built for the haystack size when None).
+    galleries : as returned by :func:`default_galleries` (built for the haystack size when None);
+        only the keys the ``types`` draw from are needed (``"text"`` for ``*_insert1``, ``"image"``
+        for ``*_insert2``, ``"subtitle"`` for ``ret/ord_edit1``, ``"sprite"`` for ``cnt_edit1/2``).
 
     Returns
     -------
     list of VideoSample, ``len(types) * per_type`` items with ids ``"<i>_<type>"``.
+
+    Raises
+    ------
+    ValueError : no haystacks, haystacks of different frame sizes, ``per_type`` not an int >= 0, an
+        unknown type, or a gallery the types need missing from ``galleries``.
     """
     if not haystacks:
         raise ValueError("haystacks must be a non-empty list of videos")
     for i, hs in enumerate(haystacks):
         check_frames(hs, f"haystacks[{i}]")
+        if hs.shape[1:3] != haystacks[0].shape[1:3]:
+            raise ValueError(
+                f"haystacks must all have the same frame size (H, W); haystacks[0] is "
+                f"{tuple(haystacks[0].shape[1:3])}, haystacks[{i}] is {tuple(hs.shape[1:3])}"
+            )
+    if isinstance(per_type, bool) or not isinstance(per_type, (int, np.integer)) or per_type < 0:
+        raise ValueError(f"per_type must be an int >= 0, got {per_type!r}")
+    if isinstance(types, str):
+        raise ValueError(f"types must be a list of sub-task types such as [{types!r}], got the string {types!r}")
     bad = [t for t in types if t not in TYPES]
     if bad:
         raise ValueError(f"unknown types {bad}; expected a subset of {TYPES}")
     size = haystacks[0].shape[1:3]
     gal = galleries or default_galleries(tuple(size), seed)
-    kind_gallery = {"insert1": gal["text"], "insert2": gal["image"], "edit1": gal["subtitle"]}
+    need = {_GALLERY_OF[t] for t in types}
+    missing = sorted(need - set(gal))
+    if missing:
+        raise ValueError(
+            f"galleries lacks {missing}, needed by types {list(types)}; expected a dict like default_galleries() "
+            "with 'text', 'image', 'subtitle' and 'sprite' (only the ones the types use)"
+        )
+    kind_gallery = {"insert1": gal.get("text"), "insert2": gal.get("image"), "edit1": gal.get("subtitle")}
     out: list[VideoSample] = []
     ss = np.random.SeedSequence(seed)
     seeds = itertools.count()

@@ -188,7 +188,7 @@ def synthetic_haystack(
 
 def _read_array_file(p: Path) -> np.ndarray:
     try:
-        if p.suffix == ".npy":
+        if p.suffix.lower() == ".npy":
             arr = np.load(p, allow_pickle=False)
         else:
             with np.load(p, allow_pickle=False) as z:
@@ -258,10 +258,15 @@ def load_video(path: str | os.PathLike) -> np.ndarray:
         raise FileNotFoundError(f"video not found: {os.fspath(p)!r}")
     if p.is_dir():
         arr = _read_frame_folder(p)
-    elif p.suffix in (".npy", ".npz"):
+    elif p.suffix.lower() in (".npy", ".npz"):
         arr = _read_array_file(p)
     else:
         arr, _ = _read_with_av(p)
+    if arr.ndim == 3 and arr.shape[2] in (3, 4):
+        raise VideoDecodeError(
+            f"cannot decode video {os.fspath(p)!r}: it holds one {arr.dtype} image of shape {arr.shape}; "
+            "expected frames (T, H, W, 3) or grayscale frames (T, H, W) (add a leading frame axis for an image)"
+        )
     if arr.ndim == 3:  # grayscale (T, H, W)
         arr = np.repeat(arr[..., None], 3, axis=3)
     if arr.ndim == 4 and arr.shape[3] == 4:
