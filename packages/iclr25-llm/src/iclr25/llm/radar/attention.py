@@ -24,9 +24,9 @@ def _gather_reference(
     idx, valid = sel.gather_index()  # (B, Hkv, Q, L)
     if key_mask is not None:
         valid = valid & key_mask.gather(-1, idx)
-    flat = idx.flatten(2)[..., None].expand(-1, -1, -1, d)
-    kg = k.gather(2, flat).unflatten(2, idx.shape[2:]).float()  # (B, Hkv, Q, L, d)
-    vg = v.gather(2, flat).unflatten(2, idx.shape[2:]).float()
+    flat = idx.flatten(2)[..., None]
+    kg = k.gather(2, flat.expand(-1, -1, -1, d)).unflatten(2, idx.shape[2:]).float()  # (B, Hkv, Q, L, d)
+    vg = v.gather(2, flat.expand(-1, -1, -1, v.shape[-1])).unflatten(2, idx.shape[2:]).float()  # v's own dim
     qg = q.float().unflatten(1, (hkv, hq // hkv))  # (B, Hkv, rep, Q, d)
     s = torch.einsum("bhrqd,bhqld->bhrql", qg, kg) / math.sqrt(d)
     s = s.masked_fill(~valid[:, :, None], float("-inf"))
@@ -50,6 +50,8 @@ def _gather_triton_limits(q, k, v, sel, key_mask) -> list[str]:
             reasons.append(f"the gather-attention kernel takes fp32/fp16/bf16 {name}, got {x.dtype}")
     if q.shape[-1] > 256:
         reasons.append(f"the gather-attention kernel takes head_dim <= 256, got {q.shape[-1]}")
+    if v.shape[-1] != q.shape[-1]:
+        reasons.append(f"the gather-attention kernel takes v of q's head_dim {q.shape[-1]}, got {v.shape[-1]}")
     if q.shape[1] // k.shape[1] > 64:
         reasons.append(
             f"the gather-attention kernel takes at most 64 query heads per KV head, got {q.shape[1] // k.shape[1]}"
@@ -104,7 +106,8 @@ def radar_attention(
     q : (B, Hq, Q, d) tensor
         Queries after RoPE, positioned after all cached tokens (decoding).
     k, v : (B, Hkv, t, d) tensors
-        The whole KV cache (t must equal the index's length).
+        The whole KV cache (t must equal the index's length); v may have its own last dim d_v
+        (the Triton kernel needs d_v = d).
     index : RadarIndex or Selection
         Index over ``k`` (searched with ``q``) or a precomputed selection.
     backend : {"auto", "reference", "triton", "mask"}
@@ -119,18 +122,26 @@ def radar_attention(
 
     Returns
     -------
-    (B, Hq, Q, d) tensor in ``q``'s dtype. With an empty cache (t = 0), or when ``key_mask``
+    (B, Hq, Q, d_v) tensor in ``q``'s dtype. With an empty cache (t = 0), or when ``key_mask``
     leaves a query no selected token, that query's output is zero.
     """
     _check_qkv(q, k, v)
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {BACKENDS}; got {backend!r}")
+    if not isinstance(index, RadarIndex | Selection):
+        raise TypeError(f"index must be a RadarIndex or a Selection; got {type(index).__name__}")
     search_backend = backend if backend in ("auto", "reference", "triton") else "reference"
     sel = index.search(q, backend=search_backend) if isinstance(index, RadarIndex) else index
     if sel.t != k.shape[2]:
         raise ValueError(f"index holds {sel.t} keys but the cache k has {k.shape[2]}")
     if sel.t == 0:
-        return torch.zeros_like(q)
+        return q.new_zeros(*q.shape[:-1], v.shape[-1])
+    want = (q.shape[0], k.shape[1], q.shape[2])
+    if tuple(sel.segments.shape[:3]) != want:
+        raise ValueError(
+            f"index (a Selection) must be for (batch, kv_heads, queries) = {want}; "
+            f"got segments of shape {tuple(sel.segments.shape)}"
+        )
     nq, hkv = q.shape[2], k.shape[1]
     if key_mask is not None:
         if (
@@ -167,11 +178,23 @@ def attention_recall(q: torch.Tensor, keys: torch.Tensor, selected: torch.Tensor
     (B, Hq, Q) float32 tensor in [0, 1]
     """
     mask = selected.mask() if isinstance(selected, Selection) else selected
+    for name, x in (("q", q), ("keys", keys), ("selected", mask)):
+        if not isinstance(x, torch.Tensor) or x.dim() != 4:
+            raise ValueError(f"{name} must be a 4-d tensor (see the docstring); got {getattr(x, 'shape', x)!r}")
     if q.shape[-1] != keys.shape[-1]:
         raise ValueError(f"q head_dim must equal keys head_dim {keys.shape[-1]}; got {q.shape[-1]}")
+    if q.shape[0] != keys.shape[0] or q.shape[1] % keys.shape[1]:
+        raise ValueError(
+            f"q (batch, heads) must be ({keys.shape[0]}, a multiple of {keys.shape[1]}); got {tuple(q.shape[:2])}"
+        )
     if mask.shape[-1] != keys.shape[2] or mask.dtype != torch.bool:
         raise ValueError(
             f"selected must be a bool mask over t={keys.shape[2]} positions; got {mask.dtype} {tuple(mask.shape)}"
+        )
+    if mask.shape[0] != q.shape[0] or mask.shape[1] not in (keys.shape[1], q.shape[1]):
+        raise ValueError(
+            f"selected must be a (B={q.shape[0]}, {keys.shape[1]} or {q.shape[1]} heads, Q, t) mask; "
+            f"got {tuple(mask.shape)}"
         )
     rep = q.shape[1] // keys.shape[1]
     kk = keys.repeat_interleave(rep, 1) if rep > 1 else keys

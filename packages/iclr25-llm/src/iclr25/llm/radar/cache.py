@@ -46,6 +46,16 @@ class _Layers:
             )
         return self.indices[layer].add(k)
 
+    def select_batch(self, indices: torch.Tensor) -> None:
+        for idx in self.indices:
+            idx.select_batch(indices)
+        self.selections.clear()
+
+    def truncate(self, lengths: list[int]) -> None:
+        for idx, n in zip(self.indices, lengths, strict=True):
+            idx.truncate(n)
+        self.selections.clear()
+
     def attend(
         self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, key_mask: torch.Tensor | None = None
     ) -> torch.Tensor:
@@ -148,6 +158,10 @@ _ACTIVE: weakref.ref | None = None  # the RadarCache whose update() ran last (sa
 _HF_CLASS = None
 
 
+def _dead() -> None:
+    return None
+
+
 def _key_padding_mask(attention_mask: torch.Tensor | None, t: int) -> torch.Tensor | None:
     """The decoding step's (B, 1, 1, t) bool "may attend" mask from the SDPA-format mask, or None.
 
@@ -170,7 +184,15 @@ def _hf_attention(module, query, key, value, attention_mask, scaling=None, dropo
 
     cache = _ACTIVE() if _ACTIVE is not None else None
     layer = getattr(module, "layer_idx", None)
-    if cache is not None and query.shape[2] == 1 and layer is not None and cache.radar.indices[layer].t == key.shape[2]:
+    # ``key`` must be what this cache's update() returned for the layer: a later forward with
+    # another cache (or none) leaves _ACTIVE pointing at this one, and must not use its index
+    if (
+        cache is not None
+        and query.shape[2] == 1
+        and layer is not None
+        and cache._radar_returned.get(layer, _dead)() is key
+        and cache.radar.indices[layer].t == key.shape[2]
+    ):
         if scaling is not None and abs(scaling * query.shape[-1] ** 0.5 - 1.0) > 1e-6:
             raise ValueError(f"radar attention assumes scaling 1/sqrt(head_dim); got {scaling}")
         key_mask = _key_padding_mask(attention_mask, key.shape[2])
@@ -194,13 +216,38 @@ def _hf_class():
         def __init__(self, cfg: RadarConfig, n_layers: int, n_kv_heads: int, head_dim: int) -> None:
             super().__init__()
             self.radar = _Layers(cfg, n_layers, n_kv_heads, head_dim)
+            self._radar_returned: dict[int, weakref.ref] = {}  # the full keys update() last returned
 
         def update(self, key_states, value_states, layer_idx, *args, **kwargs):
             global _ACTIVE
             k, v = super().update(key_states, value_states, layer_idx, *args, **kwargs)
             self.radar.add_keys(layer_idx, key_states)
+            self._radar_returned[layer_idx] = weakref.ref(k)
             _ACTIVE = weakref.ref(self)
             return k, v
+
+        # generate() rearranges or shortens the cache (beam search, assisted decoding, reuse): the
+        # indices follow, so every search runs on the keys the cache really holds
+        def reorder_cache(self, beam_idx):
+            super().reorder_cache(beam_idx)
+            self.radar.select_batch(beam_idx)
+
+        def batch_select_indices(self, indices):
+            super().batch_select_indices(indices)
+            self.radar.select_batch(indices)
+
+        def batch_repeat_interleave(self, repeats):
+            super().batch_repeat_interleave(repeats)
+            b = next((i.keys.shape[0] for i in self.radar.indices if i.keys is not None), 0)
+            self.radar.select_batch(torch.arange(b).repeat_interleave(repeats))
+
+        def crop(self, *args, **kwargs):
+            super().crop(*args, **kwargs)
+            self.radar.truncate([self.get_seq_length(i) for i in range(self.radar.n_layers)])
+
+        def reset(self):
+            super().reset()
+            self.radar.truncate([0] * self.radar.n_layers)
 
     from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 
@@ -228,9 +275,15 @@ def hf_radar_cache(cfg: RadarConfig, model) -> object:
         A ``transformers.DynamicCache`` subclass; pass it to ``generate`` as ``cache=`` (transformers
         5.x) or ``past_key_values=`` (4.x).
     """
+    if not hasattr(model, "set_attn_implementation") or not hasattr(model, "config"):
+        raise TypeError(
+            f"model must be a transformers PreTrainedModel (for TinyLlama use RadarCache.for_model); "
+            f"got {type(model).__name__}"
+        )
     cls = _hf_class()
     c = model.config.get_text_config(decoder=True) if hasattr(model.config, "get_text_config") else model.config
     head_dim = getattr(c, "head_dim", None) or c.hidden_size // c.num_attention_heads
     n_kv = getattr(c, "num_key_value_heads", None) or c.num_attention_heads
+    cache = cls(cfg, c.num_hidden_layers, n_kv, head_dim)  # validates cfg before the model is switched
     model.set_attn_implementation("radar")
-    return cls(cfg, c.num_hidden_layers, n_kv, head_dim)
+    return cache

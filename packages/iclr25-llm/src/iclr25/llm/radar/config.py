@@ -60,6 +60,8 @@ class RadarConfig:
             v = getattr(self, name)
             if not isinstance(v, int) or v < 0:
                 raise ValueError(f"{name} must be an int >= 0 (a token budget); got {v!r}")
+        if not isinstance(self.seed, int) or isinstance(self.seed, bool):
+            raise ValueError(f"seed must be an int; got {self.seed!r}")
         if self.selector not in SELECTORS:
             raise ValueError(f"selector must be one of {SELECTORS}; got {self.selector!r}")
         if self.backend not in ("auto", "reference", "triton"):

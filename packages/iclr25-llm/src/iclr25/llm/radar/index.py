@@ -164,8 +164,10 @@ class RadarIndex:
         if omega is None:
             g = torch.Generator().manual_seed(cfg.seed)
             omega = torch.randn(head_dim, n_feat, generator=g)
-        elif omega.shape != (head_dim, n_feat):
-            raise ValueError(f"omega must have shape ({head_dim}, {n_feat}); got {tuple(omega.shape)}")
+        elif not isinstance(omega, torch.Tensor) or omega.shape != (head_dim, n_feat):
+            raise ValueError(
+                f"omega must be a ({head_dim}, {n_feat}) tensor; got {tuple(getattr(omega, 'shape', ())) or omega!r}"
+            )
         self.omega = omega.float().to(device) if device is not None else omega.float()
         self._gen = torch.Generator().manual_seed(cfg.seed + 1)
         self.keys: torch.Tensor | None = None
@@ -185,6 +187,56 @@ class RadarIndex:
     def boundaries(self) -> list[tuple[int, int]]:
         """Segments as ``(start, end)`` position pairs, in order."""
         return [(s * self.c, (s + 1) * self.c) for s in range(self.n_seg)]
+
+    def select_batch(self, indices: torch.Tensor) -> RadarIndex:
+        """Keep, reorder or repeat batch rows (beam search): row i becomes old row ``indices[i]``.
+
+        Keys, summaries and shifts are per batch row, so the index stays exactly the one the
+        selected rows would have built.
+
+        Parameters
+        ----------
+        indices : (B',) long tensor
+            Old batch rows, in their new order (repeats allowed).
+
+        Returns
+        -------
+        RadarIndex
+            ``self``, for chaining.
+        """
+        if self.keys is not None:
+            idx = torch.as_tensor(indices, device=self.keys.device)
+            idx = torch.arange(self.keys.shape[0], device=idx.device)[idx]  # also accepts a bool mask
+            self.keys = self.keys.index_select(0, idx)
+            if self.summaries is not None:
+                self.summaries = self.summaries.index_select(0, idx)
+                self.shift = self.shift.index_select(0, idx)
+        return self
+
+    def truncate(self, n: int) -> RadarIndex:
+        """Forget every key from position ``n`` on (a cache crop), dropping the segments they cut.
+
+        The remaining segments keep their length and summaries; ``n = 0`` empties the index.
+
+        Returns
+        -------
+        RadarIndex
+            ``self``, for chaining.
+        """
+        if not isinstance(n, int) or n < 0:
+            raise ValueError(f"n must be an int >= 0; got {n!r}")
+        if n >= self.t:
+            return self
+        if n == 0:
+            self.keys, self.summaries, self.shift = None, None, None
+            self.c = self.n_seg = 0
+            return self
+        self.keys = self.keys[:, :, :n]
+        if self.n_seg > n // self.c:
+            self.n_seg = n // self.c
+            if self.summaries is not None:
+                self.summaries = self.summaries[:, :, : self.n_seg]
+        return self
 
     def add(self, keys: torch.Tensor) -> RadarIndex:
         """Append keys and restructure (new segments, or a rebuild when they became too fine).
