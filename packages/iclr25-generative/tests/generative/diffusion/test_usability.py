@@ -87,3 +87,43 @@ def test_defaults_and_valid_edges_unchanged():
     ema = training.EMA(torch.nn.Linear(2, 2), gamma=0.0)
     ema.steps = 2
     assert ema.beta() == 0.5
+
+
+def _ema_run(ema: training.EMA, model: torch.nn.Module, steps: range) -> None:
+    for k in steps:
+        with torch.no_grad():
+            for p in model.parameters():
+                p.add_(torch.randn(p.shape, generator=torch.Generator().manual_seed(k)))
+        ema.update(model)
+
+
+@pytest.mark.parametrize("gamma", [None, 6.94])
+def test_ema_state_round_trip_resumes_the_same_average(tmp_path, gamma):
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.BatchNorm1d(4))
+    straight = training.EMA(model, decay=0.9, gamma=gamma)
+    _ema_run(straight, model, range(8))
+    # the same run, interrupted after 5 updates and resumed from a saved state
+    torch.manual_seed(0)
+    model2 = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.BatchNorm1d(4))
+    first = training.EMA(model2, decay=0.9, gamma=gamma)
+    _ema_run(first, model2, range(5))
+    torch.save(first.state_dict(), tmp_path / "ema.pt")
+    resumed = training.EMA(model2)  # built with defaults: the state brings decay, gamma and steps
+    resumed.load_state_dict(torch.load(tmp_path / "ema.pt", weights_only=True))
+    assert (resumed.steps, resumed.decay, resumed.gamma) == (5, 0.9, gamma)
+    _ema_run(resumed, model2, range(5, 8))
+    for (name, a), b in zip(straight.model.state_dict().items(), resumed.model.state_dict().values(), strict=True):
+        assert torch.equal(a, b), name
+
+
+def test_ema_refuses_a_model_whose_parameters_changed_and_bad_states():
+    model = torch.nn.Sequential(torch.nn.Linear(3, 4))
+    ema = training.EMA(model)
+    model.append(torch.nn.Linear(4, 2))  # e.g. adapters injected after the EMA was made
+    with pytest.raises(ValueError, match="differ from the ones the EMA was created with"):
+        ema.update(model)  # pairing by position would have averaged the wrong weights
+    with pytest.raises(ValueError, match=r"state must be a dict from EMA.state_dict\(\)"):
+        ema.load_state_dict({"model": {}})
+    with pytest.raises(ValueError, match=r"state\['steps'\] must be an int"):
+        ema.load_state_dict({**ema.state_dict(), "steps": -1})

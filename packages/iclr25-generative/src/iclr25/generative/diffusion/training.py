@@ -34,6 +34,10 @@ class EMA:
     Attributes
     ----------
     model: an eval-mode deep copy holding the averaged weights (use it for sampling).
+    steps: updates so far (the power-function schedule depends on it, so it is part of the state).
+
+    ``state_dict()`` / ``load_state_dict()`` save and restore the averaged weights together with
+    ``steps``, ``decay`` and ``gamma``, so a resumed run continues the same average.
     """
 
     def __init__(self, model: nn.Module, decay: float = 0.999, gamma: float | None = None) -> None:
@@ -43,6 +47,7 @@ class EMA:
             raise ValueError(f"gamma must be > -1 (or None), got {gamma}")
         self.decay, self.gamma, self.steps = decay, gamma, 0
         self.model = copy.deepcopy(model).eval().requires_grad_(False)
+        self._names = [n for n, _ in model.named_parameters()]
 
     def beta(self) -> float:
         if self.gamma is not None:
@@ -51,12 +56,36 @@ class EMA:
 
     @torch.no_grad()
     def update(self, model: nn.Module) -> None:
+        """Fold ``model``'s current parameters into the average (and copy its buffers)."""
+        params = list(model.named_parameters())
+        if [n for n, _ in params] != self._names:
+            # e.g. adapters injected after the EMA was made: pairing by position would mix up weights
+            raise ValueError(
+                "model's parameters differ from the ones the EMA was created with "
+                f"({len(params)} vs {len(self._names)}); create the EMA after changing the model"
+            )
         self.steps += 1
         b = self.beta()
-        for pe, p in zip(self.model.parameters(), model.parameters(), strict=False):
+        for pe, (_, p) in zip(self.model.parameters(), params, strict=True):
             pe.lerp_(p.detach(), 1 - b)
-        for be, bm in zip(self.model.buffers(), model.buffers(), strict=False):
+        for be, bm in zip(self.model.buffers(), model.buffers(), strict=True):
             be.copy_(bm)
+
+    def state_dict(self) -> dict[str, Any]:
+        """``{"steps", "decay", "gamma", "model"}``: everything a resumed run needs (``torch.save``-able)."""
+        return {"steps": self.steps, "decay": self.decay, "gamma": self.gamma, "model": self.model.state_dict()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore a :meth:`state_dict`; the averaged model must have the same architecture."""
+        keys = {"steps", "decay", "gamma", "model"}
+        if not isinstance(state, dict) or not keys <= set(state):
+            got = sorted(state) if isinstance(state, dict) else type(state).__name__
+            raise ValueError(f"state must be a dict from EMA.state_dict() with keys {sorted(keys)}, got {got}")
+        steps = state["steps"]
+        if isinstance(steps, bool) or not isinstance(steps, int) or steps < 0:
+            raise ValueError(f"state['steps'] must be an int >= 0, got {steps!r}")
+        self.model.load_state_dict(state["model"])
+        self.steps, self.decay, self.gamma = steps, float(state["decay"]), state["gamma"]
 
 
 def _batches(data: Any, batch_size: int, generator: torch.Generator) -> Iterator[Any]:
