@@ -12,6 +12,7 @@ from __future__ import annotations
 import datetime as _dt
 import hashlib
 import json
+import numbers
 import os
 import sqlite3
 import threading
@@ -50,6 +51,8 @@ def cache_key(
     """The SHA-256 hex key of one (model, conversation, config, sample) request."""
     cfg = config.to_dict()
     cfg.pop("n")
+    # equal configs give equal keys: temperature=1 and temperature=1.0 are the same request
+    cfg["temperature"], cfg["top_p"] = float(cfg["temperature"]), float(cfg["top_p"])
     doc = {
         "name": getattr(model, "name", ""),
         "identity": model_identity(model),
@@ -82,13 +85,22 @@ class CachedChatModel:
         scopes: Any = None,
         mode: str = "readwrite",
     ) -> None:
+        if not isinstance(inner, ChatModel):
+            raise TypeError(f"inner must be a ChatModel (name, capabilities(), generate()), got {type(inner).__name__}")
         if mode not in _MODES:
             raise ValueError(f"mode must be one of {_MODES}, got {mode!r}")
         if isinstance(expiry, _dt.timedelta):
             expiry = expiry.total_seconds()
-        if expiry is not None and not expiry > 0:
-            raise ValueError(f"expiry must be > 0 seconds or None, got {expiry!r}")
-        canonical_json(scopes)
+        if expiry is not None and (not isinstance(expiry, numbers.Real) or isinstance(expiry, bool) or not expiry > 0):
+            raise ValueError(f"expiry must be > 0 seconds (a number or timedelta) or None, got {expiry!r}")
+        if os.path.isdir(path):
+            raise ValueError(f"path must be an SQLite file (created if missing), got the directory {os.fspath(path)!r}")
+        try:  # strict JSON: a value only str()-able (object, set) would give a new key in every process
+            json.dumps(scopes)
+        except (TypeError, ValueError) as e:
+            raise TypeError(
+                f"scopes must be a JSON-able value (dict/list/str/number/bool/None), got {scopes!r}: {e}"
+            ) from None
         self.inner, self.path, self.expiry, self.scopes, self.mode = inner, os.fspath(path), expiry, scopes, mode
         self.name = inner.name
         self._local = threading.local()
@@ -185,11 +197,12 @@ class CachedChatModel:
     def generate(
         self,
         conversations: Sequence[Conversation],
-        config: GenerationConfig = DEFAULT_GENERATION,
+        config: GenerationConfig | None = DEFAULT_GENERATION,
         *,
         progress: bool | str = False,
     ) -> list[list[ChatResponse]]:
         """Answer hits from the cache and forward the misses to ``inner`` as one batch."""
+        config = DEFAULT_GENERATION if config is None else config  # None: the default config
         convs = validate_conversations(conversations, config, self.capabilities())
         if not convs:
             return []

@@ -14,13 +14,20 @@ __all__ = ["chat", "choice_probability", "summarize_usage"]
 def chat(model: ChatModel, prompt: str | Sequence[Message], *, system: str | None = None, **config: Any) -> str:
     """Send one conversation (or one user text) and return the first sample's text.
 
-    ``config`` keywords are :class:`GenerationConfig` fields. Raises :class:`ChatRequestError` when the
-    backend recorded an error.
+    ``system`` is prepended as a system message (to a conversation too, unless it already starts with
+    one: then ``ValueError``). ``config`` keywords are :class:`GenerationConfig` fields. Raises
+    :class:`ChatRequestError` when the backend recorded an error.
     """
     if isinstance(prompt, str):
         conv = ([Message("system", system)] if system else []) + [Message("user", prompt)]
     else:
         conv = list(prompt)
+        if system:
+            first = conv[0] if conv else None
+            role = first.get("role") if isinstance(first, Mapping) else getattr(first, "role", None)
+            if role == "system":
+                raise ValueError("system= was given but the conversation already starts with a system message")
+            conv = [Message("system", system), *conv]
     r = model.generate([conv], GenerationConfig(**config))[0][0]
     if r.finish_reason == "error":
         raise ChatRequestError(f"{model.name}: {r.error}")

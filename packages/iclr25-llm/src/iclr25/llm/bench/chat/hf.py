@@ -53,7 +53,8 @@ class HFChatModel:
         directory, or a hub id (only where the hub is reachable).
     tokenizer : its tokenizer (loaded from ``model`` when it is a path; else ``processor.tokenizer``).
     device : "auto", "cpu", "cuda", ... (a passed model is moved there).
-    dtype : "auto" (keep a passed model's dtype; bf16 on CUDA / fp32 on CPU when loading) or a torch dtype.
+    dtype : "auto" (keep a passed model's dtype; bf16 on CUDA / fp32 on CPU when loading), a torch dtype or
+        its name ("bfloat16").
     batch_size : rows (conversation × sample) per forward batch.
     chat_template : Jinja template overriding the tokenizer's.
     processor : multimodal processor; override :meth:`build_inputs` to use it.
@@ -82,6 +83,11 @@ class HFChatModel:
         if not isinstance(batch_size, int) or batch_size < 1:
             raise ValueError(f"batch_size must be an int >= 1, got {batch_size!r}")
         self.device = resolve_device(device)
+        given = dtype
+        if isinstance(dtype, str) and dtype != "auto":
+            dtype = getattr(torch, dtype, dtype)  # "bfloat16" -> torch.bfloat16, as from_pretrained accepts
+        if not (isinstance(dtype, torch.dtype) or dtype == "auto"):
+            raise ValueError(f"dtype must be 'auto', a torch.dtype or its name (e.g. 'bfloat16'), got {given!r}")
         if isinstance(model, (str, os.PathLike)):
             tf = _require_transformers()
             td = (torch.bfloat16 if self.device.type == "cuda" else torch.float32) if dtype == "auto" else dtype
@@ -219,8 +225,8 @@ class HFChatModel:
                         out_lp[r].append(TokenLogprob(self._decode([tok]), float(logp[r, tok]), top))
                     if config.stop and any(s in self._decode(out_ids[r]) for s in config.stop):
                         done[r], finish[r] = True, "stop"
-                if all(done):
-                    break
+                if all(done) or _step == config.max_tokens - 1:
+                    break  # the last chosen token is never fed back (no wasted step past the context)
                 mask = torch.cat([mask, mask.new_ones((b, 1))], dim=1)
                 step_pos = (mask.sum(-1, keepdim=True) - 1).clamp(min=0)
                 out = self.model(
@@ -272,14 +278,33 @@ class HFChatModel:
             return torch.multinomial(probs, 1).squeeze(-1)
         return torch.stack([torch.multinomial(probs[r], 1, generator=g)[0] for r, g in enumerate(gens)])
 
+    def _raise_if_past_context(
+        self, indices: list[int], lengths: dict[int, int], config: GenerationConfig, err: BaseException
+    ) -> None:
+        """Turn a failure deep in the model (e.g. a position embedding index error) into a clear error when
+        a conversation of the failed batch cannot fit the model's context."""
+        ctx = self.capabilities().context_tokens
+        if ctx is None:
+            return
+        for i in sorted(set(indices)):
+            n = lengths.get(i)
+            # decoding feeds positions 0 .. prompt + max_tokens - 2
+            if n is not None and n + config.max_tokens - 1 > ctx:
+                raise ValueError(
+                    f"conversations[{i}] has {n} prompt tokens; with max_tokens={config.max_tokens} it needs up to "
+                    f"{n + config.max_tokens - 1} positions but the model's context is {ctx} tokens "
+                    "(config.max_position_embeddings): shorten the conversation or lower max_tokens"
+                ) from err
+
     def generate(
         self,
         conversations: Sequence[Conversation],
-        config: GenerationConfig = DEFAULT_GENERATION,
+        config: GenerationConfig | None = DEFAULT_GENERATION,
         *,
         progress: bool | str = False,
     ) -> list[list[ChatResponse]]:
         """Generate ``config.n`` samples per conversation in length-sorted batches; input order is kept."""
+        config = DEFAULT_GENERATION if config is None else config  # None: the default config
         convs = validate_conversations(conversations, config, self.capabilities())
         if not convs:
             return []
@@ -290,7 +315,12 @@ class HFChatModel:
         bar = Bar(progress, len(rows), self.name)
         for start in range(0, len(rows), self.batch_size):
             chunk = rows[start : start + self.batch_size]
-            for (i, s), r in zip(chunk, self._batch([(convs[i], s) for i, s in chunk], config), strict=True):
+            try:
+                batch = self._batch([(convs[i], s) for i, s in chunk], config)
+            except (IndexError, RuntimeError) as e:
+                self._raise_if_past_context([i for i, _ in chunk], lengths, config, e)
+                raise
+            for (i, s), r in zip(chunk, batch, strict=True):
                 results[i][s] = r
             bar.update(len(chunk))
         bar.close()

@@ -192,11 +192,12 @@ class OfflineChatModel:
     def generate(
         self,
         conversations: Sequence[Conversation],
-        config: GenerationConfig = DEFAULT_GENERATION,
+        config: GenerationConfig | None = DEFAULT_GENERATION,
         *,
         progress: bool | str = False,
     ) -> list[list[ChatResponse]]:
         """Run the responder for every (conversation, sample); see :class:`ChatModel`."""
+        config = DEFAULT_GENERATION if config is None else config  # None: the default config
         convs = validate_conversations(conversations, config, self.capabilities())
         bar = Bar(progress, len(convs), self.name)
         out: list[list[ChatResponse]] = []

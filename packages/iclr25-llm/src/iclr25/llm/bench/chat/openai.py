@@ -170,6 +170,8 @@ class OpenAIChatModel:
             raise ValueError(f"audio_format must be 'input_audio' or 'audio_url', got {audio_format!r}")
         if video_format not in ("frames", "video_url"):
             raise ValueError(f"video_format must be 'frames' or 'video_url', got {video_format!r}")
+        if not isinstance(max_video_frames, int) or isinstance(max_video_frames, bool) or max_video_frames < 1:
+            raise ValueError(f"max_video_frames must be an int >= 1, got {max_video_frames!r}")
         if not isinstance(transport, TransportConfig):
             raise TypeError(f"transport must be a TransportConfig, got {type(transport).__name__}")
         self.base_url, self.model = base_url.rstrip("/"), model
@@ -343,11 +345,12 @@ class OpenAIChatModel:
     def generate(
         self,
         conversations: Sequence[Conversation],
-        config: GenerationConfig = DEFAULT_GENERATION,
+        config: GenerationConfig | None = DEFAULT_GENERATION,
         *,
         progress: bool | str = False,
     ) -> list[list[ChatResponse]]:
         """Send every conversation (concurrently) and return ``config.n`` responses each, in input order."""
+        config = DEFAULT_GENERATION if config is None else config  # None: the default config
         convs = validate_conversations(conversations, config, self.capabilities())
         if not convs:
             return []

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import numbers
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -63,6 +64,10 @@ class ChatRequestError(RuntimeError):
 
 def _is_pathlike(x: object) -> bool:
     return isinstance(x, (str, os.PathLike))
+
+
+def _is_real(x: object) -> bool:
+    return isinstance(x, numbers.Real) and not isinstance(x, bool)
 
 
 @dataclass(frozen=True)
@@ -129,8 +134,10 @@ class AudioPart:
         if _is_pathlike(self.samples):
             return
         _check_audio(self.samples, "AudioPart.samples")
-        if not isinstance(self.sample_rate, int) or isinstance(self.sample_rate, bool) or self.sample_rate <= 0:
-            raise ValueError(f"AudioPart.sample_rate must be a positive int, got {self.sample_rate!r}")
+        sr = self.sample_rate
+        if not isinstance(sr, numbers.Integral) or isinstance(sr, (bool, np.bool_)) or sr <= 0:
+            raise ValueError(f"AudioPart.sample_rate must be a positive int, got {sr!r} ({type(sr).__name__})")
+        object.__setattr__(self, "sample_rate", int(sr))  # numpy integers (e.g. read from a dataset) -> int
 
     def array(self) -> tuple[np.ndarray, int]:
         """``(samples (N,) float32, sample_rate)`` (reads the file for a path)."""
@@ -161,8 +168,11 @@ class VideoPart:
         if not isinstance(arr, np.ndarray) or arr.dtype != np.uint8 or arr.ndim != 4 or arr.shape[3] != 3:
             got = f"{arr.dtype} array of shape {arr.shape}" if isinstance(arr, np.ndarray) else type(arr).__name__
             raise ValueError(f"VideoPart.frames must be a uint8 array of shape (T, H, W, 3) or a path, got {got}")
-        if self.fps is None or not (isinstance(self.fps, (int, float)) and self.fps > 0):
-            raise ValueError(f"VideoPart.fps must be a positive number, got {self.fps!r}")
+        fps = self.fps
+        if not _is_real(fps) or not fps > 0:
+            raise ValueError(f"VideoPart.fps must be a positive number, got {fps!r} ({type(fps).__name__})")
+        if not isinstance(fps, (int, float)):
+            object.__setattr__(self, "fps", float(fps))  # numpy scalars -> float (python numbers stay as given)
 
 
 ContentPart = TextPart | ImagePart | AudioPart | VideoPart
@@ -290,18 +300,20 @@ class TransportConfig:
     on_error: Literal["record", "raise"] = "record"
 
     def __post_init__(self) -> None:
-        if not self.timeout_s > 0:
-            raise ValueError(f"timeout_s must be > 0, got {self.timeout_s!r}")
+        if not _is_real(self.timeout_s) or not self.timeout_s > 0:
+            raise ValueError(f"timeout_s must be a number > 0, got {self.timeout_s!r}")
         if not isinstance(self.max_retries, int) or self.max_retries < 0:
             raise ValueError(f"max_retries must be an int >= 0, got {self.max_retries!r}")
-        if self.backoff_initial_s < 0 or self.backoff_max_s < 0:
-            raise ValueError("backoff_initial_s and backoff_max_s must be >= 0")
+        for k in ("backoff_initial_s", "backoff_max_s"):
+            v = getattr(self, k)
+            if not _is_real(v) or not v >= 0:
+                raise ValueError(f"{k} must be a number >= 0, got {v!r}")
         if not isinstance(self.max_concurrency, int) or self.max_concurrency < 1:
             raise ValueError(f"max_concurrency must be an int >= 1, got {self.max_concurrency!r}")
         for k in ("requests_per_minute", "tokens_per_minute"):
             v = getattr(self, k)
-            if v is not None and not v > 0:
-                raise ValueError(f"{k} must be > 0 or None, got {v!r}")
+            if v is not None and (not _is_real(v) or not v > 0):
+                raise ValueError(f"{k} must be a number > 0 or None, got {v!r}")
         if self.on_error not in ("record", "raise"):
             raise ValueError(f"on_error must be 'record' or 'raise', got {self.on_error!r}")
 
@@ -418,7 +430,7 @@ class ChatModel(Protocol):
     """Batch-first chat model: every backend (HF, HTTP, offline, cache wrapper) implements this.
 
     ``generate`` takes a list of conversations and returns, in input order, a list of ``config.n``
-    responses per conversation.
+    responses per conversation (``config=None`` means the default :class:`GenerationConfig`).
     """
 
     name: str
@@ -428,7 +440,7 @@ class ChatModel(Protocol):
     def generate(
         self,
         conversations: Sequence[Conversation],
-        config: GenerationConfig = ...,
+        config: GenerationConfig | None = ...,
         *,
         progress: bool | str = False,
     ) -> list[list[ChatResponse]]: ...
