@@ -108,7 +108,7 @@ def test_modes(tmp_path):
     ro_model = Counting()
     ro = CachedChatModel(ro_model, p, mode="readonly")
     ro.generate(convs(3))
-    assert rows(p) == 0
+    assert list(tmp_path.iterdir()) == [] and len(ro) == 0  # readonly creates no file, table or WAL
     ro.generate(convs(3))
     assert ro_model.calls == 6
     rw_model = Counting()
@@ -120,7 +120,11 @@ def test_modes(tmp_path):
     assert ref_model.calls == 3 and not any(r[0].cached for r in out)
     after = sqlite3.connect(p).execute("SELECT created FROM responses ORDER BY key").fetchall()
     assert all(a[0] > b[0] for a, b in zip(after, before, strict=True))
-    assert all(r[0].cached for r in CachedChatModel(ro_model, p, mode="readonly").generate(convs(3)))
+    ro2 = CachedChatModel(ro_model, p, mode="readonly")
+    assert all(r[0].cached for r in ro2.generate(convs(3)))
+    out = ro2.generate(convs(2, tag="new"))  # misses go to the model and are not stored
+    assert not any(r[0].cached for r in out) and rows(p) == 3 and len(ro2) == 3
+    ro2.close()
 
 
 def test_expiry_and_corruption(tmp_path):

@@ -17,6 +17,7 @@ import os
 import sqlite3
 import threading
 import time
+import urllib.parse
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -105,6 +106,8 @@ class CachedChatModel:
         self.name = inner.name
         self._local = threading.local()
         self._write_lock = threading.Lock()
+        if mode == "readonly":
+            return  # never creates the file, the table or the WAL files
         os.makedirs(os.path.dirname(os.path.abspath(self.path)), exist_ok=True)
         with self._write_lock:
             con = self._con()
@@ -117,9 +120,16 @@ class CachedChatModel:
     def __repr__(self) -> str:
         return f"CachedChatModel({self.inner!r}, {self.path!r}, mode={self.mode!r})"
 
-    def _con(self) -> sqlite3.Connection:
+    def _con(self) -> sqlite3.Connection | None:
         con = getattr(self._local, "con", None)
-        if con is None:
+        if con is None and self.mode == "readonly":
+            if not os.path.exists(self.path):
+                return None  # nothing cached yet: every lookup misses
+            uri = "file:" + urllib.parse.quote(os.path.abspath(self.path)) + "?mode=ro"
+            con = sqlite3.connect(uri, uri=True, timeout=60.0, isolation_level=None)
+            con.execute("PRAGMA busy_timeout=60000")
+            self._local.con = con
+        elif con is None:
             con = sqlite3.connect(self.path, timeout=60.0, isolation_level=None)
             con.execute("PRAGMA busy_timeout=60000")
             con.execute("PRAGMA journal_mode=WAL")
@@ -141,7 +151,8 @@ class CachedChatModel:
         self.close()
 
     def __len__(self) -> int:
-        return int(self._con().execute("SELECT COUNT(*) FROM responses").fetchone()[0])
+        con = self._con()
+        return 0 if con is None else int(con.execute("SELECT COUNT(*) FROM responses").fetchone()[0])
 
     def capabilities(self) -> Capabilities:
         return self.inner.capabilities()
@@ -156,6 +167,8 @@ class CachedChatModel:
         out: dict[str, ChatResponse] = {}
         now = time.time()
         con = self._con()
+        if con is None:
+            return out
         for i in range(0, len(keys), 500):
             chunk = keys[i : i + 500]
             rows = con.execute(
@@ -173,7 +186,7 @@ class CachedChatModel:
         return out
 
     def _store(self, items: Sequence[tuple[str, ChatResponse]]) -> None:
-        if not items:
+        if not items or self.mode == "readonly":
             return
         now = time.time()
         expires = None if self.expiry is None else now + self.expiry
