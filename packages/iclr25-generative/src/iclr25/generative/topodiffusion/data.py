@@ -119,7 +119,8 @@ def holed_masks(
 
     Parameters
     ----------
-    n: number of masks; size: image side (>= 12).
+    n: number of masks; size: image side (>= 12; with the default radius and wall up to 3 holes fit at
+        12 and 4 holes need >= 13 — otherwise a RuntimeError names the count that does not fit).
     counts: allowed numbers of holes (each >= 0).
     hole_radius: (min, max) hole radius in pixels (>= 1 so each hole holds a pixel).
     wall: minimum foreground width between two holes and between a hole and the disc's rim.
