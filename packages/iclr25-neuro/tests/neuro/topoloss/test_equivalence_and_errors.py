@@ -8,15 +8,6 @@ from torch import nn
 from iclr25.neuro.topoloss import TopoLayer, TopoLoss, topo_loss, topo_loss_batched
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    # tiny tensors: one thread avoids oversubscription on a busy 2-core machine
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 def independent_loss(units: torch.Tensor, h: int, w: int, fh: float, fw: float) -> torch.Tensor:
     """Written from the paper's description only: units (n, e) in row-major order on an h×w grid."""
     n, e = units.shape

@@ -18,14 +18,6 @@ from iclr25.neuro.topoloss import (
 )
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 def _brute_smoothness(sheet: torch.Tensor) -> float:
     h, w, _ = sheet.shape
     cos = lambda a, b: F.cosine_similarity(a, b, dim=0).item()  # noqa: E731

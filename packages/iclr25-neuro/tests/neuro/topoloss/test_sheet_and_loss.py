@@ -17,15 +17,6 @@ from iclr25.neuro.topoloss import (
 )
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    # tiny tensors: one thread avoids oversubscription on a busy 2-core machine
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 # ---------------------------------------------------------------- item 1: sheet shapes
 @pytest.mark.parametrize(
     ("n", "hw"), [(256, (16, 16)), (768, (24, 32)), (3072, (48, 64)), (1000, (25, 40)), (97, (1, 97))]

@@ -15,15 +15,6 @@ from iclr25.neuro.topoloss import (
 )
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    # tiny tensors: one thread avoids oversubscription on a busy 2-core machine
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 def test_forward_sums_layers_on_different_devices():
     # A model split over devices (e.g. a Hugging Face device_map): per_layer gives values on each
     # layer's device, and forward must still reduce them (torch.stack raised a device mismatch).
