@@ -172,6 +172,19 @@ def test_generate_bad_input():
         generate(m, torch.tensor([1, 999]), 3)
 
 
+def test_generate_checks_the_position_limit_before_any_step():
+    m = TinyLlama(TinyLlamaConfig(d_model=16, n_layers=1, n_heads=2, max_seq_len=8))
+    calls = []
+    m.register_forward_hook(lambda *_: calls.append(1))
+    prompt = torch.tensor([1, 2, 3])
+    assert generate(m, prompt, 6, temperature=0).shape == (9,)  # positions 0..7: the 9th token is never fed
+    calls.clear()
+    with pytest.raises(ValueError, match=r"needs 9 positions, more than the model's max_seq_len=8"):
+        generate(m, prompt, 7, temperature=0)
+    assert calls == []  # refused up front, not after 5 steps
+    assert generate(m, torch.arange(10), 0).shape == (10,)  # nothing to generate: nothing to check
+
+
 def test_generate_on_hf_model_matches_tinyllama():
     pytest.importorskip("transformers")
     torch.manual_seed(0)

@@ -345,6 +345,14 @@ def generate(
         raise ValueError(f"top_k must be a positive int; got {top_k!r}")
     squeeze = prompt_ids.dim() == 1
     ids = prompt_ids[None] if squeeze else prompt_ids
+    # TinyLlama has a hard position limit: fail before any compute, not after max_seq_len - prompt steps
+    # (the last sampled token is never fed back, hence the - 1)
+    limit = getattr(getattr(model, "config", None), "max_seq_len", None)
+    if isinstance(limit, int) and max_new_tokens and ids.shape[1] + max_new_tokens - 1 > limit:
+        raise ValueError(
+            f"prompt of {ids.shape[1]} tokens + max_new_tokens={max_new_tokens} needs "
+            f"{ids.shape[1] + max_new_tokens - 1} positions, more than the model's max_seq_len={limit}"
+        )
     vocab = _vocab(model)
     if vocab:
         ids = check_ids(ids, vocab, "prompt_ids")
