@@ -128,3 +128,21 @@ def test_config_and_pipeline_arguments_are_checked_up_front():
         billm_quantize_model(model, None)
     with pytest.raises(TypeError, match="config must be an ARBConfig"):
         binarize_encoder(model, None, ["a line"], None)
+
+
+def test_load_state_dict_keeps_groups_only_while_they_match_the_weight():
+    a, b = _layer(0), _layer(1)
+    x = torch.randn(3, 64, generator=torch.Generator().manual_seed(9))
+    b.load_state_dict(a.state_dict())
+    torch.testing.assert_close(b(x), a(x), rtol=0, atol=0)  # the loaded weight is what b computes
+    assert b.groups is None and "groups=stale" in repr(b)
+    for pack in (b.pack, b.pack_bits, b.to_packed):
+        with pytest.raises(ValueError, match="no longer matches its binarized groups"):
+            pack()  # it would have packed layer 1's bits beside layer 0's weight
+    same = _layer(0)
+    same.load_state_dict(a.state_dict())  # same groups: the bits stay usable
+    assert same.groups is not None
+    assert torch.equal(BinarizedLinear.from_packed(same.pack()).weight, BinarizedLinear.from_packed(a.pack()).weight)
+    half_a, half_same = _layer(0).half(), _layer(0).half()
+    half_same.load_state_dict(half_a.state_dict())  # compared in the weight's own dtype
+    assert half_same.groups is not None

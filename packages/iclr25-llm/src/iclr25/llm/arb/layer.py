@@ -37,22 +37,38 @@ class BinarizedLinear(nn.Module):
     -----
     ``forward`` uses the dequantized weight (a buffer, rebuilt from the groups); :meth:`pack`
     gives the 1-bit storage and :meth:`from_packed` rebuilds the layer from it (scales in fp16).
+    ``load_state_dict`` restores the dequantized weight only: when it differs from this layer's
+    groups, the groups are dropped and :meth:`pack` / :meth:`pack_bits` raise instead of packing a
+    weight the layer no longer computes (save :meth:`pack`'s archive to keep the bits).
     """
 
     def __init__(self, in_features: int, out_features: int, groups: list, bias: torch.Tensor | None = None) -> None:
         super().__init__()
         self.in_features, self.out_features = in_features, out_features
-        self.groups = list(groups)
-        W = torch.zeros(out_features, in_features)
+        self.groups: list | None = list(groups)
         for start, g in self.groups:
             if not isinstance(g, BinarizationResult):
                 raise TypeError(f"groups must hold BinarizationResult; got {type(g).__name__}")
             m = g.mask.shape[1]
             if g.mask.shape[0] != out_features or start < 0 or start + m > in_features:
                 raise ValueError(f"group of shape {tuple(g.mask.shape)} at column {start} does not fit the weight")
-            W[:, start : start + m] += g.reconstruct().float().cpu()
-        self.register_buffer("weight", W)
+        self.register_buffer("weight", self._dequantize())
         self.register_buffer("bias", None if bias is None else bias.detach().clone())
+        self.register_load_state_dict_post_hook(_drop_stale_groups)
+
+    def _dequantize(self) -> torch.Tensor:
+        W = torch.zeros(self.out_features, self.in_features)
+        for start, g in self.groups or ():
+            W[:, start : start + g.mask.shape[1]] += g.reconstruct().float().cpu()
+        return W
+
+    def _groups(self) -> list:
+        if self.groups is None:
+            raise ValueError(
+                "this layer's weight was replaced by load_state_dict and no longer matches its binarized groups; "
+                "rebuild it with BinarizedLinear.from_packed(archive) from a saved pack() archive"
+            )
+        return self.groups
 
     @classmethod
     def from_result(cls, linear: nn.Module, res: BinarizationResult | LayerResult) -> BinarizedLinear:
@@ -92,7 +108,7 @@ class BinarizedLinear(nn.Module):
             mask (uint8), B (uint8), alpha, mu | beta (fp16)}]}``.
         """
         out = []
-        for start, g in self.groups:
+        for start, g in self._groups():
             p = g.params
             d = {
                 "start": start,
@@ -130,11 +146,19 @@ class BinarizedLinear(nn.Module):
         partition its bits equal the hand count of :func:`~iclr25.llm.arb.block_bits`. The tensors
         are on the layer's device.
         """
-        return pack_groups(self.in_features, self.out_features, self.groups, self.bias).to(self.weight.device)
+        return pack_groups(self.in_features, self.out_features, self._groups(), self.bias).to(self.weight.device)
 
     def to_packed(self, backend: str = "auto") -> PackedBinaryLinear:
         """A :class:`~iclr25.llm.arb.PackedBinaryLinear` computing this layer from the bits."""
         return PackedBinaryLinear(self.pack_bits(), backend=backend)
 
     def extra_repr(self) -> str:
-        return f"in_features={self.in_features}, out_features={self.out_features}, groups={len(self.groups)}"
+        groups = "stale" if self.groups is None else len(self.groups)
+        return f"in_features={self.in_features}, out_features={self.out_features}, groups={groups}"
+
+
+def _drop_stale_groups(module: BinarizedLinear, incompatible_keys) -> None:
+    # the groups are not part of the state: keep them only while they still give the loaded weight
+    w = module.weight.detach().cpu()
+    if module.groups is not None and not torch.equal(module._dequantize().to(w.dtype), w):
+        module.groups = None
