@@ -192,3 +192,27 @@ def test_api_key_sent_but_never_in_repr_or_results(monkeypatch):
         r = client.generate(convs(1))[0][0]
     assert seen["h"]["Authorization"] == "Bearer sk-secret-123"
     assert "sk-secret" not in repr(client) and "sk-secret" not in str(r.to_dict())
+
+
+@pytest.mark.parametrize("field", [{"max_tokens": 0}, {"max_completion_tokens": 0}, {"n": 0}])
+def test_zero_max_tokens_or_n_is_a_400_not_the_default(field):
+    import json
+    import urllib.error
+    import urllib.request
+
+    body = {"model": "m", "messages": [{"role": "user", "content": "hi"}], **field}
+    with serve_openai(OfflineChatModel(echo())) as srv:
+        req = urllib.request.Request(
+            srv.base_url + "/chat/completions", json.dumps(body).encode(), {"Content-Type": "application/json"}
+        )
+        with pytest.raises(urllib.error.HTTPError) as err:
+            urllib.request.urlopen(req, timeout=10)  # answered with 256 tokens / 1 sample before
+    assert err.value.code == 400
+    expected = "n must be an int >= 1" if "n" in field else "max_tokens must be a positive int"
+    assert expected in err.value.read().decode()
+
+
+def test_generation_config_rejects_bools_for_counts():
+    for kw in ({"max_tokens": True}, {"n": True}, {"top_logprobs": True}):
+        with pytest.raises(ValueError, match=next(iter(kw))):
+            GenerationConfig(**kw)

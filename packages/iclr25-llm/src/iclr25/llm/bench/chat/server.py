@@ -68,16 +68,24 @@ def decode_message(m: Mapping[str, Any]) -> Message:
     return Message(str(m.get("role")), parts)
 
 
+def _first_given(body: Mapping[str, Any], *keys: str, default: Any) -> Any:
+    # explicit None checks: ``or`` would turn a requested 0 into the default instead of a 400
+    for k in keys:
+        if body.get(k) is not None:
+            return body[k]
+    return default
+
+
 def _config_from_body(body: Mapping[str, Any]) -> GenerationConfig:
     stop = body.get("stop") or ()
     rf = body.get("response_format") or {}
     return GenerationConfig(
-        max_tokens=int(body.get("max_completion_tokens") or body.get("max_tokens") or 256),
+        max_tokens=int(_first_given(body, "max_completion_tokens", "max_tokens", default=256)),
         temperature=float(body.get("temperature", 0.0) if body.get("temperature") is not None else 1.0),
         top_p=float(body.get("top_p") if body.get("top_p") is not None else 1.0),
         stop=(stop,) if isinstance(stop, str) else tuple(stop),
         seed=body.get("seed"),
-        n=int(body.get("n") or 1),
+        n=int(_first_given(body, "n", default=1)),
         logprobs=bool(body.get("logprobs", False)),
         top_logprobs=int(body.get("top_logprobs") or 0),
         response_format="json" if rf.get("type") in ("json_object", "json_schema") else "text",
