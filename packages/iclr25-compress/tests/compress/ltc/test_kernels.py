@@ -1,6 +1,7 @@
 """Triton kernels under TRITON_INTERPRET=1 against their torch references (37 vectors)."""
 
 import math
+import re
 
 import pytest
 import torch
@@ -155,3 +156,68 @@ def test_fused_path_refuses_differentiable_samples():
 
     with pytest.raises(BackendUnavailableError, match="u requires grad"):
         MC_LOG_LIKELIHOOD(torch.zeros(3, 2), u, logw, mu, logs, backend="triton")
+
+
+@pytest.mark.triton
+def test_fused_path_refuses_shapes_it_cannot_index():
+    # the kernel indexes u as (N, n) and the parameters as (n, K); the reference broadcasts, so e.g. a
+    # mixture shared by all channels must run on the reference, never be read out of bounds
+    from iclr25.compress.ltc.entropy import MC_LOG_LIKELIHOOD
+    from iclr25.core.triton import BackendUnavailableError
+
+    y, u, logw, mu, logs, _ = _mixture_inputs(5, 4, 3, 2, seed=0)
+    shared = (y, u, logw, mu[0], logs)  # (K,) means, broadcast over channels
+    cases = [
+        ("logw, mu, log_scale of shape (n, K)", shared),
+        ("logw, mu, log_scale of shape (n, K)", (y, u, logw, mu, logs.new_tensor(0.1))),  # one scalar
+        ("u (N, n)", (y, u[:, :1], logw, mu, logs)),  # u broadcast over channels
+        ("y_hat (B, n)", (y[None], u, logw, mu, logs)),
+    ]
+    for match, args in cases:
+        with pytest.raises(BackendUnavailableError, match=re.escape(match)):
+            MC_LOG_LIKELIHOOD(*args, backend="triton")
+    assert torch.equal(MC_LOG_LIKELIHOOD(*shared), mixture_mc_log_likelihood_reference(*shared))
+
+
+@pytest.mark.triton
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")  # the interpreter's numpy reports the intended overflow
+def test_fused_likelihood_keeps_minus_inf_where_the_reference_does():
+    # z * z overflowing float32 (a collapsed scale) makes every component -inf: torch.logsumexp gives
+    # -inf there (clamped to the likelihood bound downstream), the online logsumexp must not give NaN
+    from iclr25.compress.ltc.kernels import mixture_mc_log_likelihood_triton
+
+    y, u, logw, mu, logs, _ = _mixture_inputs(5, 4, 3, 2, seed=0)
+    logs = torch.full_like(logs, -60.0)
+    logs[:, 1] = 0.0  # rows stay finite through one finite component per channel ...
+    ref = mixture_mc_log_likelihood_reference(y + 1, u, logw, mu, logs)
+    assert bool(ref.isfinite().all())
+    assert torch.allclose(mixture_mc_log_likelihood_triton(y + 1, u, logw, mu, logs), ref, atol=1e-5, rtol=0)
+    logs[:, 1] = -60.0  # ... and are -inf without it
+    ref = mixture_mc_log_likelihood_reference(y + 1, u, logw, mu, logs)
+    assert bool((ref == -math.inf).all())
+    assert torch.equal(mixture_mc_log_likelihood_triton(y + 1, u, logw, mu, logs), ref)
+
+
+@pytest.mark.triton
+def test_fused_backward_refuses_double_backward():
+    # the fused backward's gradients carry no graph: with create_graph=True a penalty on them would
+    # silently be a constant, so the backward must refuse instead
+    from iclr25.compress.ltc.kernels import mixture_mc_log_likelihood_triton
+
+    y, u, logw, mu, logs, gout = _mixture_inputs(5, 4, 3, 2, seed=0)
+    y.requires_grad_(True)
+    out = mixture_mc_log_likelihood_triton(y, u, logw, mu, logs)
+    with pytest.raises(RuntimeError, match="create_graph"):
+        torch.autograd.grad(out, y, gout, create_graph=True)
+    (gy,) = torch.autograd.grad(mixture_mc_log_likelihood_triton(y, u, logw, mu, logs), y, gout)
+    (ref,) = torch.autograd.grad(mixture_mc_log_likelihood_reference(y, u, logw, mu, logs), y, gout)
+    assert torch.allclose(gy, ref, atol=1e-5, rtol=1e-5)  # first order is unaffected
+
+
+@pytest.mark.triton
+@pytest.mark.parametrize("block", [0, -1, 48])
+def test_e8_kernel_rejects_bad_block(block):
+    from iclr25.compress.ltc.kernels import e8_quantize_triton
+
+    with pytest.raises(ValueError, match="block must be a positive power of 2"):
+        e8_quantize_triton(torch.zeros(5, 8), block=block)

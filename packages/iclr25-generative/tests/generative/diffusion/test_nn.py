@@ -438,6 +438,48 @@ def test_groupnorm_film_silu_triton_film_layouts(layout):
 
 
 @pytest.mark.triton
+def test_groupnorm_film_silu_triton_refuses_what_it_cannot_compute_like_the_spec():
+    # the kernel indexes weight/bias as (C,) vectors and writes y in x's dtype: a wrong-sized affine
+    # (which the spec rejects) or a FiLM dtype that promotes the spec's result must not run silently
+    from iclr25.core.triton import BackendUnavailableError
+
+    x = torch.randn(2, 8, 3, 3)
+    with pytest.raises(BackendUnavailableError, match=r"weight must have shape \(8,\), got \(4,\)"):
+        nn.groupnorm_film_silu(x, 4, torch.ones(4), torch.zeros(4), backend="triton")
+    with pytest.raises(BackendUnavailableError, match=r"bias must have shape \(8,\), got \(8, 1\)"):
+        nn.groupnorm_film_silu(x, 4, torch.ones(8), torch.zeros(8, 1), backend="triton")
+    sc, sh = torch.randn(2, 8), torch.randn(2, 8)
+    with pytest.raises(BackendUnavailableError, match=r"scale dtype torch\.float32 would promote"):
+        nn.groupnorm_film_silu(x.half(), 4, None, None, sc, sh, backend="triton")
+    out = nn.groupnorm_film_silu(x.half(), 4, None, None, sc, sh)  # auto: the spec, float32 result
+    assert torch.equal(out, groupnorm_film_silu_reference(x.half(), 4, None, None, sc, sh))
+    assert out.dtype == torch.float32
+
+
+@pytest.mark.triton
+def test_groupnorm_film_silu_triton_takes_numpy_scalars():
+    # the public op accepts any Integral num_groups (and the spec any real eps); the launch needs Python scalars
+    np = pytest.importorskip("numpy")
+    x = torch.randn(2, 8, 3, 3)
+    out = nn.groupnorm_film_silu(x, np.int64(4), eps=np.float32(1e-3), backend="triton")
+    assert torch.allclose(out, groupnorm_film_silu_reference(x, 4, None, None, None, None, 1e-3), atol=1e-5, rtol=0)
+
+
+@pytest.mark.triton
+def test_groupnorm_film_silu_triton_refuses_double_backward():
+    # the fused backward's gradients carry no graph: with create_graph=True a gradient penalty through
+    # them would silently be a constant, so the backward must refuse instead
+    x, w, b, e, leaves, dy = _gn_case((2, 8, 3, 3), 4, True, True, True)
+    sc, sh = _film(e, 8, True)
+    out = nn.groupnorm_film_silu(x, 4, w, b, sc, sh, backend="triton")
+    with pytest.raises(RuntimeError, match="create_graph"):
+        torch.autograd.grad(out, leaves, dy, create_graph=True)
+    ref = nn.groupnorm_film_silu(x, 4, w, b, sc, sh, backend="reference")
+    (gx,) = torch.autograd.grad(ref, x, dy, create_graph=True)
+    assert gx.requires_grad  # the spec is twice differentiable
+
+
+@pytest.mark.triton
 def test_unet_triton_backend_matches_reference():
     # set_backend switches every fused pre-activation (ResBlocks and norm_out) of the whole UNet;
     # one level keeps the interpreter run short (each new shape is a new interpreted launch)

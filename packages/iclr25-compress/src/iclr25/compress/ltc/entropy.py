@@ -56,7 +56,17 @@ def _triton_limits(y_hat, u, logw, mu, log_scale) -> list[str]:
     dtypes = {t.dtype for t in (y_hat, u, logw, mu, log_scale)}
     if dtypes != {torch.float32}:
         reasons.append(f"the fused kernel takes float32 inputs, got {sorted(str(d) for d in dtypes)}")
-    if y_hat.shape[-1] > 64 or logw.shape[-1] > 16:
+    # the kernel indexes u as (N, n) and the parameters as (n, K): it cannot broadcast as the reference does
+    if y_hat.dim() != 2 or u.dim() != 2 or u.shape[1] != y_hat.shape[1]:
+        reasons.append(
+            f"the fused kernel takes y_hat (B, n) and u (N, n), got {tuple(y_hat.shape)} and {tuple(u.shape)}"
+        )
+        return reasons
+    n, K = y_hat.shape[1], logw.shape[-1] if logw.dim() else 0
+    shapes = [tuple(t.shape) for t in (logw, mu, log_scale)]
+    if any(s != (n, K) for s in shapes):
+        reasons.append(f"the fused kernel takes logw, mu, log_scale of shape (n, K) = ({n}, K), got {shapes}")
+    elif n > 64 or K > 16:
         reasons.append("the fused kernel supports n <= 64 channels and K <= 16 components")
     return reasons
 

@@ -19,7 +19,8 @@ components and ``z = (ŷ + u − μ)/σ``)::
 Parameter gradients are per-program partial sums (one ``(n, K)`` slab per block of rows) that a
 final ``torch.sum`` reduces: a fixed summation order, so the backward is deterministic (no atomics).
 The Voronoi samples ``u`` get no gradient (they are constants of the estimator; the dispatcher
-refuses the fused path when ``u`` requires grad).
+refuses the fused path when ``u`` requires grad). The backward is not itself differentiable: it
+raises under ``create_graph=True`` rather than return gradients without a graph.
 
 Import guarded: without Triton this module defines nothing callable. Set ``TRITON_INTERPRET=1``
 before importing it to run the kernels on CPU tensors (slow; used by the tests).
@@ -108,6 +109,8 @@ if triton_available():
                 z = (t - mu[None, :]) * tl.exp(-ls)[None, :]
                 comp = lw[None, :] - ls[None, :] - 0.5 * z * z - 0.9189385332046727
                 cm = tl.maximum(cm, comp)
+            # every component -inf (e.g. z * z overflowing): subtract 0, not -inf, so lpc = -inf, not NaN
+            cm_safe = tl.where(cm == -float("inf"), 0.0, cm)
             cs = tl.zeros((BLOCK_B, BLOCK_C), tl.float32)
             for k in tl.static_range(K):
                 lw = tl.load(logw_ptr + ch * K + k, mask=cmask, other=0.0)
@@ -115,11 +118,12 @@ if triton_available():
                 ls = tl.load(logs_ptr + ch * K + k, mask=cmask, other=0.0)
                 z = (t - mu[None, :]) * tl.exp(-ls)[None, :]
                 comp = lw[None, :] - ls[None, :] - 0.5 * z * z - 0.9189385332046727
-                cs += tl.exp(comp - cm)
+                cs += tl.exp(comp - cm_safe)
             lpc = tl.where(cmask[None, :], cm + tl.log(cs), 0.0)
             s = tl.sum(lpc, axis=1)
             m_new = tl.maximum(m, s)
-            acc = acc * tl.exp(m - m_new) + tl.exp(s - m_new)
+            m_safe = tl.where(m_new == -float("inf"), 0.0, m_new)  # as torch.logsumexp: all -inf gives -inf
+            acc = acc * tl.exp(m - m_safe) + tl.exp(s - m_safe)
             m = m_new
         tl.store(out_ptr + rows, m + tl.log(acc) - log_n, mask=rmask)
 
@@ -187,6 +191,8 @@ def e8_quantize_triton(y: torch.Tensor, block: int = 64) -> torch.Tensor:
     """Nearest E8 point with the Triton kernel, ``(B, 8) float32 -> (B, 8)``."""
     if y.dim() != 2 or y.shape[1] != 8 or y.dtype != torch.float32:
         raise ValueError(f"y must be a (B, 8) float32 tensor, got {tuple(y.shape)} {y.dtype}")
+    if isinstance(block, bool) or not isinstance(block, int) or block < 1 or block & (block - 1):
+        raise ValueError(f"block must be a positive power of 2 (rows per program), got {block!r}")
     y = y.contiguous()
     out = torch.empty_like(y)
     if y.shape[0]:
@@ -235,6 +241,11 @@ class _MixtureLL(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad_out):
+        if torch.is_grad_enabled():  # create_graph=True: the kernel's gradients would silently carry no graph
+            raise RuntimeError(
+                "the fused Triton backward of the mixture MC log-likelihood is not differentiable "
+                "(create_graph=True / double backward); use backend='reference'"
+            )
         y, u, logw, mu, logs, out = ctx.saved_tensors
         need = ctx.needs_input_grad
         if not (need[0] or need[2] or need[3] or need[4]):

@@ -14,6 +14,8 @@ affine, FiLM scale/shift) are loaded once per program and folded into one multip
   ``dbias = sum_b (1 + scale) A``), which the kernel writes itself (dweight/dbias as per-sample
   terms that one torch sum reduces over the batch). Pass 2 rereads x and dy and writes
   ``dx = rstd (dxhat - mean(dxhat) - xhat mean(dxhat xhat))``, the GroupNorm input gradient.
+  The backward is not itself differentiable: it raises under ``create_graph=True`` (double
+  backward, gradient penalties) rather than return gradients without a graph.
 
 Statistics use sums shifted by the group's first element: var = E[(x-p)^2] - E[x-p]^2 keeps full
 precision when the mean is large compared with the spread (where plain E[x^2] - E[x]^2 cancels).
@@ -202,6 +204,11 @@ if triton_available():
 
         @staticmethod
         def backward(ctx, dy):
+            if torch.is_grad_enabled():  # create_graph=True: the kernel's gradients would silently carry no graph
+                raise RuntimeError(
+                    "the fused Triton backward of groupnorm_film_silu is not differentiable "
+                    "(create_graph=True / double backward); use backend='reference'"
+                )
             x, weight, bias, scale, shift, mean, rstd = ctx.saved_tensors
             G = ctx.num_groups
             dy = dy.contiguous()
@@ -245,4 +252,5 @@ if triton_available():
         Same arguments and result as
         :func:`~iclr25.generative.diffusion.reference.groupnorm_film_silu_reference`.
         """
-        return _Fused.apply(x, num_groups, weight, bias, scale, shift, eps)
+        # Python scalars for the launch (numpy ints/floats are not valid kernel arguments)
+        return _Fused.apply(x, int(num_groups), weight, bias, scale, shift, float(eps))

@@ -53,6 +53,15 @@ def _gn_supports(x, num_groups, weight, bias, scale, shift, eps=1e-5) -> list[st
         reasons.append(f"x dtype must be float32/float16/bfloat16, got {x.dtype}")
     if (scale is None) != (shift is None) or (weight is None) != (bias is None):
         reasons.append("scale/shift and weight/bias must be given in pairs")
+    # the kernel reads weight/bias as (C,) vectors (no bounds or shape check of its own), and writes y
+    # in x's dtype where the reference promotes it with scale/shift's dtype
+    C = x.shape[1] if x.dim() >= 2 else None
+    for name, t in (("weight", weight), ("bias", bias)):
+        if t is not None and tuple(t.shape) != (C,):
+            reasons.append(f"{name} must have shape ({C},), got {tuple(t.shape)}")
+    for name, t in (("scale", scale), ("shift", shift)):
+        if t is not None and torch.promote_types(x.dtype, t.dtype) != x.dtype:
+            reasons.append(f"{name} dtype {t.dtype} would promote the result beyond x dtype {x.dtype}")
     from .kernels import MAX_CHANNELS_PER_GROUP
 
     if x.dim() >= 2 and num_groups and x.shape[1] // num_groups > MAX_CHANNELS_PER_GROUP:
