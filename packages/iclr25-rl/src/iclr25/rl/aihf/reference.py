@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import numbers
+
 import torch
 
 __all__ = ["batched_soft_vi_reference", "check_soft_vi_args"]
@@ -26,6 +28,8 @@ def check_soft_vi_args(P: torch.Tensor, r: torch.Tensor, gamma: float, temp: flo
         raise ValueError(f"batched_soft_vi: gamma must be in [0, 1), got {gamma}")
     if not temp > 0:
         raise ValueError(f"batched_soft_vi: temp must be > 0, got {temp}")
+    if isinstance(iters, bool) or not isinstance(iters, numbers.Integral):
+        raise TypeError(f"batched_soft_vi: iters must be an int, got {type(iters).__name__} {iters!r}")
     if iters < 1:
         raise ValueError(f"batched_soft_vi: iters must be >= 1, got {iters}")
 

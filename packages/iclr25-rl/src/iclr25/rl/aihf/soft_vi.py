@@ -23,6 +23,8 @@ def _limits(P: Any, r: Any, gamma: float, temp: float, iters: int) -> list[str]:
         reasons.append(f"the kernel supports float32/float64, got {r.dtype}")
     if r.ndim == 3 and (r.shape[1] > _MAX_S or r.shape[2] > 8):
         reasons.append(f"the kernel supports S <= {_MAX_S} and A <= 8, got S={r.shape[1]}, A={r.shape[2]}")
+    if torch.is_grad_enabled() and (r.requires_grad or P.requires_grad):
+        reasons.append("the kernel is forward-only (no autograd); r or P requires grad")
     return reasons
 
 
@@ -42,5 +44,6 @@ batched_soft_vi.__doc__ = """Batched soft value iteration.
 See :func:`~iclr25.rl.aihf.reference.batched_soft_vi_reference`.
 
 Call as ``batched_soft_vi(P (S, A, S), r (B, S, A), gamma, temp, iters, backend="auto")`` -> V (B, S).
-``auto`` picks the fused Triton kernel for CUDA tensors and the reference otherwise.
+``auto`` picks the fused Triton kernel for CUDA tensors and the reference otherwise (also when r or P
+requires grad: the kernel is forward-only).
 """

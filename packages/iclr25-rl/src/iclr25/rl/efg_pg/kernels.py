@@ -22,14 +22,16 @@ def _omd_step_kernel(
     div_ptr,
     nact_ptr,
     out_ptr,
+    c_ptr,
     n_rows,
     n_cols,
-    eta,
-    gamma,
-    tiny,
     BLOCK_R: tl.constexpr,
     BLOCK_A: tl.constexpr,
 ):
+    # eta, gamma, tiny in ref's dtype: a Python float argument reaches a GPU kernel as fp32
+    eta = tl.load(c_ptr)
+    gamma = tl.load(c_ptr + 1)
+    tiny = tl.load(c_ptr + 2)
     rows = tl.program_id(0) * BLOCK_R + tl.arange(0, BLOCK_R)
     cols = tl.arange(0, BLOCK_A)
     row_ok = rows < n_rows
@@ -70,16 +72,19 @@ def omd_step_triton(
     regularizer: str = "entropy",
 ) -> torch.Tensor:
     """Triton twin of :func:`omd_step_reference` (entropy only); same shapes and dtype."""
-    n_rows, n_cols = ref.shape
-    ref_c, g_c = ref.contiguous(), g.to(ref.dtype).contiguous()
-    div_c = divisor.to(ref.dtype).contiguous()
-    nact = mask.sum(1).to(torch.int32).contiguous()
+    # The reference broadcasts ref, g, mask and divisor[:, None]; the kernel indexes full (nI, A) rows.
+    div2 = divisor[:, None]
+    n_rows, n_cols = torch.broadcast_shapes(ref.shape, g.shape, mask.shape, div2.shape)
+    ref_c = ref.expand(n_rows, n_cols).contiguous()
+    g_c = g.to(ref.dtype).expand(n_rows, n_cols).contiguous()
+    div_c = div2.to(ref.dtype).expand(n_rows, 1)[:, 0].contiguous()
+    nact = mask.expand(n_rows, n_cols).sum(1).to(torch.int32).contiguous()
     out = torch.empty_like(ref_c)
     block_a = max(triton.next_power_of_2(n_cols), 2)
     block_r = 64
-    tiny = 1e-300 if ref.dtype == torch.float64 else 1e-38
+    # the reference's log floor
+    tiny = torch.finfo(torch.float64).tiny if ref.dtype == torch.float64 else 1e-38
+    consts = torch.tensor([float(eta), float(gamma), tiny], dtype=ref.dtype, device=ref.device)
     grid = (triton.cdiv(n_rows, block_r),)
-    _omd_step_kernel[grid](
-        ref_c, g_c, div_c, nact, out, n_rows, n_cols, float(eta), float(gamma), tiny, BLOCK_R=block_r, BLOCK_A=block_a
-    )
+    _omd_step_kernel[grid](ref_c, g_c, div_c, nact, out, consts, n_rows, n_cols, BLOCK_R=block_r, BLOCK_A=block_a)
     return out

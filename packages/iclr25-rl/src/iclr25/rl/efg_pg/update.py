@@ -23,6 +23,8 @@ def _triton_limits(ref: Any, g: Any, divisor: Any, mask: Any, *args: Any, **kwar
         return reasons
     if ref.dtype not in (torch.float32, torch.float64):
         reasons.append(f"the kernel supports float32/float64, got {ref.dtype}")
+    if torch.is_grad_enabled() and any(isinstance(t, torch.Tensor) and t.requires_grad for t in (ref, g, divisor)):
+        reasons.append("the kernel is forward-only (no autograd); ref, g or divisor requires grad")
     cols = torch.arange(mask.shape[1], device=mask.device)
     if not bool(torch.equal(mask, cols[None, :] < mask.sum(1, keepdim=True))):
         reasons.append("the kernel needs legal actions to be a prefix of each row")
@@ -45,5 +47,6 @@ omd_step = BackendOp(
 omd_step.__doc__ = """Fused QFR infoset step; see :func:`~iclr25.rl.efg_pg.reference.omd_step_reference`.
 
 Call as ``omd_step(ref, g, divisor, mask, eta, gamma, regularizer="entropy", backend="auto")``.
-``auto`` picks the Triton kernel for CUDA tensors (entropy) and the reference otherwise.
+``auto`` picks the Triton kernel for CUDA tensors (entropy) and the reference otherwise (also when an
+input requires grad: the kernel is forward-only).
 """

@@ -11,7 +11,7 @@ import numbers
 
 import torch
 
-from iclr25.core.triton import Backend, BackendOp, triton_available
+from iclr25.core.triton import Backend, BackendOp
 
 from .reference import markov_sample_reference, markov_sample_scan
 
@@ -57,13 +57,17 @@ def _load_triton(uniforms: torch.Tensor, p: float, q: float, init_one: float) ->
     return markov_sample_triton(uniforms, p, q, init_one)
 
 
-_backends = []
-if triton_available():
-    _backends.append(Backend("triton", _load_triton, supports=_triton_limits, uses_triton=True))
+# "triton" is always listed: without triton installed (or off CUDA) auto skips it, and an explicit
+# backend="triton" says why instead of calling it an unknown backend.
 # "scan" is plain torch without a Python loop over time: what auto uses off-GPU.
-_backends.append(Backend("scan", markov_sample_scan))
-_backends.append(Backend("reference", markov_sample_reference))
-_sample_op = BackendOp("markov_sample", _backends)
+_sample_op = BackendOp(
+    "markov_sample",
+    [
+        Backend("triton", _load_triton, supports=_triton_limits, uses_triton=True),
+        Backend("scan", markov_sample_scan),
+        Backend("reference", markov_sample_reference),
+    ],
+)
 
 
 def markov_sample(uniforms: torch.Tensor, p: float, q: float, init_one: float, backend: str = "auto") -> torch.Tensor:

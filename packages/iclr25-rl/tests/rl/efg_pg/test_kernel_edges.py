@@ -1,0 +1,86 @@
+"""Edge cases of the fused QFR step kernel against the reference (TRITON_INTERPRET=1 on CPU)."""
+
+import numpy as np
+import pytest
+import torch
+
+from iclr25.core.triton import BackendUnavailableError
+from iclr25.rl.efg_pg import omd_step
+
+
+def _inputs(n=9, a=4, dtype=torch.float64, seed=0):
+    gen = torch.Generator().manual_seed(seed)
+    nact = torch.randint(1, a + 1, (n,), generator=gen)
+    mask = torch.arange(a)[None, :] < nact[:, None]
+    ref = torch.rand(n, a, generator=gen, dtype=dtype) * mask
+    ref = ref / ref.sum(1, keepdim=True)
+    g = torch.randn(n, a, generator=gen, dtype=dtype) * 3
+    div = 1 + torch.rand(n, generator=gen, dtype=dtype)
+    return ref, g, div, mask
+
+
+class _Fp32Scalars:
+    """A kernel launcher that rounds Python float arguments to fp32, as Triton types them on the GPU."""
+
+    def __init__(self, kernel):
+        self.kernel = kernel
+
+    def __getitem__(self, grid):
+        def launch(*args, **kwargs):
+            args = [float(np.float32(a)) if type(a) is float else a for a in args]
+            return self.kernel[grid](*args, **kwargs)
+
+        return launch
+
+
+@pytest.mark.triton
+@pytest.mark.parametrize("which", ["g", "divisor", "mask"])
+def test_triton_broadcasts_like_the_reference(which):
+    """A (1, A) g or mask, or a (1,) divisor, broadcasts in the reference; the kernel read past its end."""
+    ref, g, div, mask = _inputs()
+    mask = torch.ones_like(mask) if which == "mask" else mask
+    args = {"g": g, "divisor": div, "mask": mask}
+    args[which] = args[which][:1]
+    want = omd_step(ref, args["g"], args["divisor"], args["mask"], 0.5, 0.05, backend="reference")
+    got = omd_step(ref, args["g"], args["divisor"], args["mask"], 0.5, 0.05, backend="triton")
+    torch.testing.assert_close(got, want, rtol=0, atol=1e-12)
+
+
+@pytest.mark.triton
+def test_triton_float64_log_floor_is_the_references():
+    """A zero-probability action is floored at finfo(float64).tiny in the reference (the kernel used 1e-300)."""
+    ref = torch.tensor([[1.0, 0.0]], dtype=torch.float64)
+    g = torch.tensor([[0.0, 708.0]], dtype=torch.float64)  # eta * g ~ -log(tiny): both actions matter
+    div, mask = torch.ones(1, dtype=torch.float64), torch.ones(1, 2, dtype=torch.bool)
+    want = omd_step(ref, g, div, mask, 1.0, 0.0, backend="reference")
+    torch.testing.assert_close(omd_step(ref, g, div, mask, 1.0, 0.0, backend="triton"), want, rtol=0, atol=1e-12)
+
+
+@pytest.mark.triton
+@pytest.mark.parametrize("zero_entry", [False, True])
+def test_triton_float64_scalars_are_not_rounded_to_fp32(monkeypatch, zero_entry):
+    """eta, gamma and the log floor must reach a float64 kernel in float64, also on CUDA (fp32 Python floats)."""
+    from iclr25.rl.efg_pg import kernels
+
+    monkeypatch.setattr(kernels, "_omd_step_kernel", _Fp32Scalars(kernels._omd_step_kernel))
+    ref, g, div, mask = _inputs(seed=1)
+    if zero_entry:  # 1e-300 as fp32 is 0: log 0 = -inf would zero the action for good
+        ref = torch.tensor([[1.0, 0.0]], dtype=torch.float64)
+        g = torch.tensor([[0.0, 708.0]], dtype=torch.float64)
+        div, mask = torch.ones(1, dtype=torch.float64), torch.ones(1, 2, dtype=torch.bool)
+    want = omd_step(ref, g, div, mask, 0.1 if not zero_entry else 1.0, 1e-3, backend="reference")
+    got = omd_step(ref, g, div, mask, 0.1 if not zero_entry else 1.0, 1e-3, backend="triton")
+    torch.testing.assert_close(got, want, rtol=0, atol=1e-12)
+
+
+@pytest.mark.triton
+@pytest.mark.parametrize("which", [0, 1, 2])
+def test_triton_refuses_inputs_that_require_grad(which):
+    """The kernel has no backward: it must not silently detach; auto keeps the differentiable reference."""
+    args = list(_inputs())
+    args[which] = args[which].clone().requires_grad_()
+    with pytest.raises(BackendUnavailableError, match="requires grad"):
+        omd_step(*args, 0.5, 0.05, backend="triton")
+    assert omd_step.select(*args, 0.5, 0.05).name == "reference"
+    with torch.no_grad():
+        assert omd_step.select(*args, 0.5, 0.05, backend="triton").name == "triton"
