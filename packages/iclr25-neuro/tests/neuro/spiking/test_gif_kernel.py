@@ -209,3 +209,46 @@ def test_gif_kernel_matches_reference_on_cuda(drive, reset, rounding, bipolar, t
     torch.testing.assert_close(g_tri[0], g_ref[0], rtol=1e-6, atol=1e-5)
     for a, b in zip(g_tri[1:], g_ref[1:], strict=True):  # θ sums 4 steps × 64 rows in another order
         torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-4)
+
+
+@pytest.mark.triton
+@pytest.mark.parametrize("shape", [(0,), (3, 0), (0, 4)])
+def test_gif_kernel_empty_input_stays_differentiable(shape):
+    # the torch loop's empty result is part of the graph; the kernel's was a detached zeros tensor,
+    # so backward() raised in a training step that met an empty batch
+    _cpu_only()
+    grads = []
+    for backend in ("reference", "triton"):
+        x = torch.zeros(shape, requires_grad=True)
+        theta = torch.ones(shape[-1:], requires_grad=True)
+        s = gif_encode(x, 4, 3, v_th=theta, backend=backend)
+        assert s.shape == (3, *shape) and s.requires_grad
+        s.sum().backward()
+        grads.append((x.grad, theta.grad))
+    (gx_ref, gth_ref), (gx_tri, gth_tri) = grads
+    assert torch.equal(gx_tri, gx_ref) and torch.equal(gth_tri, gth_ref)
+
+
+@pytest.mark.triton
+# the interpreter runs the overflow and the inf · 0 in numpy, which warns; both are the point here
+@pytest.mark.filterwarnings("ignore:overflow encountered:RuntimeWarning")
+@pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")
+def test_gif_kernel_clip_propagates_nan_as_torch_clamp():
+    # finite inputs whose membrane overflows: inf · 0 in the hard reset gives a NaN membrane, which
+    # torch.clamp keeps as a NaN level; the kernel's clip turned it into level lo (0 here)
+    _cpu_only()
+    x, theta = torch.tensor([2e38, 1.0]), torch.tensor([3e38, 1.0])
+    kw = {"v_th": theta, "drive": "constant", "reset": "hard"}
+    s_ref = gif_encode(x, 4, 4, backend="reference", **kw)
+    s_tri = gif_encode(x, 4, 4, backend="triton", **kw)
+    assert bool(s_ref.isnan().any())  # the case is live
+    torch.testing.assert_close(s_tri, s_ref, rtol=0, atol=0, equal_nan=True)
+
+
+def test_gif_kernel_refuses_a_theta_that_would_promote_x():
+    from iclr25.neuro.spiking.gif import _gif_triton_limits
+
+    x = torch.randn(3)
+    assert any("v_th" in r for r in _gif_triton_limits(x, torch.ones(3, dtype=torch.float64), 2))
+    # a 0-d float64 θ does not promote a float32 x in the torch loop either
+    assert _gif_triton_limits(x, torch.tensor(1.0, dtype=torch.float64), 2) == []

@@ -192,3 +192,41 @@ def test_alif_kernel_matches_reference_on_cuda(surrogate, kw):
     assert (s_ref != s_tri).float().mean() < 1e-3  # see test_lif_kernel_matches_reference_on_cuda
     if torch.equal(s_ref, s_tri):
         assert_match(results)
+
+
+@pytest.mark.triton
+def test_lif_triton_refuses_a_tensor_v_reset_and_a_state_of_another_dtype():
+    # the kernel takes one float v_reset (no gradient for it) and stores v_T in the state's dtype:
+    # both must go to the torch loop (auto) or be refused with the reason (explicit triton), where
+    # they crashed or returned a float16 v_T the torch loop computes in float32
+    from iclr25.neuro.spiking.neurons import _lif_triton_limits
+
+    _cpu_only()
+    x = torch.randn(5, 7, generator=torch.Generator().manual_seed(0)) * 3
+    v_reset = torch.tensor(-0.2, requires_grad=True)
+    with pytest.raises(BackendUnavailableError, match="v_reset"):
+        lif_multistep(x, reset="hard", v_reset=v_reset, backend="triton")
+    with pytest.raises(BackendUnavailableError, match="v_reset"):
+        lif_multistep(x, reset="hard", v_reset=torch.full((7,), -0.2), backend="triton")
+    for dtype in (torch.float16, torch.float64):
+        with pytest.raises(BackendUnavailableError, match=r"state\.v"):
+            lif_multistep(x, LIFState(torch.zeros(7, dtype=dtype)), backend="triton")
+    alpha = torch.full((7,), 0.9)
+    assert _lif_triton_limits(x, torch.zeros(7), alpha, 1.0, "soft", 0.0) == []
+    assert any("v_reset" in r for r in _lif_triton_limits(x, torch.zeros(7), alpha, 1.0, "hard", v_reset))
+
+
+@pytest.mark.triton
+def test_alif_triton_refuses_a_state_of_another_dtype():
+    # the kernel casts the state to x's dtype; the torch loop promotes to float64 (float64 results)
+    from iclr25.neuro.spiking import Surrogate
+    from iclr25.neuro.spiking.neurons import ALIF_MULTISTEP
+
+    _cpu_only()
+    x = torch.randn(5, 7, generator=torch.Generator().manual_seed(0)) * 0.8 + 0.4
+    z = torch.zeros(7, dtype=torch.float64)
+    args = (x, z + 0.3, z, z + 0.01, z + 0.9, z + 0.8, 0.04, 1.8, 1.0, Surrogate.make("gaussian"))
+    spikes, state = ALIF_MULTISTEP(*args, backend="reference")
+    assert spikes.dtype == state[0].dtype == torch.float64
+    with pytest.raises(BackendUnavailableError, match="x's dtype"):
+        ALIF_MULTISTEP(*args, backend="triton")

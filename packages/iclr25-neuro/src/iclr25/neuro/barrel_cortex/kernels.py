@@ -150,6 +150,25 @@ if triton_available():
         tl.store(gs_ptr + offs, cs, mask=mask)
 
 
+def _describe(t: Any) -> str:
+    return f"shape {tuple(t.shape)}" if isinstance(t, torch.Tensor) else type(t).__name__
+
+
+def _check_args(drive: torch.Tensor, args: dict[str, Any], expected: dict[str, tuple[int, ...]]) -> None:
+    """Exact shapes (the kernels index them, they do not broadcast) and ``drive``'s float32/float64 dtype and device."""
+    if drive.dtype not in (torch.float32, torch.float64):
+        raise ValueError(f"drive must be float32 (or float64), got {drive.dtype}")
+    for name, t in args.items():
+        if not isinstance(t, torch.Tensor) or tuple(t.shape) != expected[name]:
+            raise ValueError(
+                f"{name} must have shape {expected[name]} for drive {tuple(drive.shape)}, got {_describe(t)}"
+            )
+        if t.dtype != drive.dtype or t.device != drive.device:
+            raise ValueError(
+                f"{name} must match drive's dtype/device ({drive.dtype}, {drive.device}), got ({t.dtype}, {t.device})"
+            )
+
+
 def _launch_step(
     s: torch.Tensor,
     w: torch.Tensor,
@@ -243,7 +262,20 @@ def recurrent_alif_step_triton(
         ``(n,)`` decay factors ``exp(-dt/τ_m)``, ``exp(-dt/τ_adp)``.
     b0, beta, dt:
         ALIF base threshold, adaptation strength and time step (as `iclr25.neuro.spiking.reference.alif_update`).
+
+    Raises
+    ------
+    ValueError
+        Shapes, dtypes or devices that do not agree (nothing is broadcast: the kernel indexes them).
     """
+    if not isinstance(drive, torch.Tensor) or drive.ndim != 2:
+        raise ValueError(f"drive must be a (B, n) tensor, got {_describe(drive)}")
+    batch, n = drive.shape
+    _check_args(
+        drive,
+        {"s": s, "w": w, "v": v, "b": b, "alpha": alpha, "rho": rho},
+        {"s": (batch, n), "w": (n, n), "v": (batch, n), "b": (batch, n), "alpha": (n,), "rho": (n,)},
+    )
     s, w, drive, v, b = (t.detach().contiguous() for t in (s, w, drive, v, b))
     alpha, rho = alpha.detach().contiguous(), rho.detach().contiguous()
     s_out, v_out, b_out = torch.empty_like(s), torch.empty_like(v), torch.empty_like(b)
@@ -311,7 +343,8 @@ class _RecurrentALIFTriton(torch.autograd.Function):
             # Σ_t s_{t-1}ᵀ g_I[t] as one product over the (T-1)·B stacked rows, plus the s0 term
             grad_w = s0.t() @ g_cur[0]
             if steps > 1:
-                grad_w.addmm_(spikes[:-1].reshape(-1, n).t(), g_cur[1:].reshape(-1, n))
+                rows = (steps - 1) * batch  # explicit: reshape(-1, n) is ambiguous for n = 0
+                grad_w.addmm_(spikes[:-1].reshape(rows, n).t(), g_cur[1:].reshape(rows, n))
         return g_cur, grad_w, gv, gs, gb, ga.sum(0), gr.sum(0), None, None, None, None, None
 
 
@@ -366,20 +399,11 @@ def recurrent_alif_triton(
     """
     if product not in ("spike_driven", "dense"):
         raise ValueError(f"product must be 'spike_driven' or 'dense', got {product!r}")
-    if drive.ndim != 3:
-        raise ValueError(f"drive must be (T, B, n), got shape {tuple(drive.shape)}")
+    if not isinstance(drive, torch.Tensor) or drive.ndim != 3:
+        raise ValueError(f"drive must be (T, B, n), got {_describe(drive)}")
     steps, batch, n = drive.shape
     expected = {"w": (n, n), "v0": (batch, n), "s0": (batch, n), "b_init": (batch, n), "alpha": (n,), "rho": (n,)}
-    args = {"w": w, "v0": v0, "s0": s0, "b_init": b_init, "alpha": alpha, "rho": rho}
-    for name, t in args.items():
-        if tuple(t.shape) != expected[name]:
-            raise ValueError(
-                f"{name} must have shape {expected[name]} for drive {tuple(drive.shape)}, got {tuple(t.shape)}"
-            )
-        if t.dtype != drive.dtype or t.device != drive.device:
-            raise ValueError(
-                f"{name} must match drive's dtype/device ({drive.dtype}, {drive.device}), got ({t.dtype}, {t.device})"
-            )
+    _check_args(drive, {"w": w, "v0": v0, "s0": s0, "b_init": b_init, "alpha": alpha, "rho": rho}, expected)
     if not triton_available():  # pragma: no cover - dispatch never selects it then
         raise RuntimeError("triton is not installed (pip install 'iclr25-core[triton]')")
     drive, w, v0, s0, b_init, alpha, rho = (t.contiguous() for t in (drive, w, v0, s0, b_init, alpha, rho))

@@ -204,7 +204,8 @@ class ConstrainedSpikingNetwork(nn.Module):
         w, w_in = self.effective_weights()
         alpha = torch.exp(-1.0 / self.tau_m)
         rho = torch.exp(-1.0 / self.tau_adp)
-        drive = (inputs.reshape(t_steps * batch, -1) @ w_in).reshape(t_steps, batch, -1)
+        # explicit sizes: reshape(·, -1) is ambiguous for an empty (T = 0 or B = 0) input
+        drive = (inputs.reshape(t_steps * batch, n_in) @ w_in).reshape(t_steps, batch, w_in.shape[1])
         v, s, b = self.initial_state(batch, inputs.device, inputs.dtype)
         offsets = self.spec.offsets
         out = []

@@ -175,6 +175,9 @@ def _gif_triton_limits(x: torch.Tensor, theta: torch.Tensor, steps: int, *rest: 
         )
     if theta.device != x.device:
         reasons.append(f"x and v_th must be on one device, got {x.device} and {theta.device}")
+    if torch.result_type(x, theta) != x.dtype:
+        # the kernel casts θ to x's dtype, where the torch loop would compute in the wider one
+        reasons.append(f"the GIF kernel needs v_th in x's dtype {x.dtype}, got {theta.dtype}")
     return reasons
 
 

@@ -305,7 +305,13 @@ if triton_available():
                 u = u + x
             # operation order of reference._GIFLevel / gif_update, and an IEEE division (Triton's
             # plain '/' is approximate on GPU), so the levels match the torch loop bit for bit
-            s = tl.minimum(tl.maximum(tl.floor(tl.math.div_rn(u, th) + offset), lo), hi)
+            # NaN-propagating clip, as torch.clamp (a NaN membrane, e.g. inf·0 in a hard reset, must
+            # not become level lo)
+            s = tl.minimum(
+                tl.maximum(tl.floor(tl.math.div_rn(u, th) + offset), lo, propagate_nan=tl.PropagateNan.ALL),
+                hi,
+                propagate_nan=tl.PropagateNan.ALL,
+            )
             tl.store(s_ptr + t * N + offs, s, mask=mask)
             if SAVE_U:
                 tl.store(u_ptr + t * N + offs, u, mask=mask)
@@ -713,9 +719,9 @@ def gif_encode_triton(
     """
     if not triton_available():  # pragma: no cover - dispatch never selects it then
         raise RuntimeError("triton is not installed (pip install 'iclr25-core[triton]')")
-    if x.numel() == 0:
-        return x.new_zeros((steps, *x.shape))
-    # the expand is differentiable: autograd sums the per-element θ gradient back to theta's shape
+    # the expand is differentiable: autograd sums the per-element θ gradient back to theta's shape.
+    # An empty x goes through the node too (a launch of 0 programs): its empty result stays
+    # differentiable in x and theta, as the torch loop's is
     return _GIFEncodeTriton.apply(
         x, theta.to(x.dtype).expand(x.shape), steps, lo, hi, offset, constant, reset, surrogate
     )

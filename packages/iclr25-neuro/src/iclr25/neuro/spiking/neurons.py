@@ -157,12 +157,28 @@ def _lif_triton(*args: Any) -> tuple[torch.Tensor, torch.Tensor]:
     return lif_multistep_triton(*args)
 
 
-def _lif_triton_limits(x: torch.Tensor, v0: torch.Tensor, alpha: torch.Tensor, threshold: Any, *rest: Any) -> list[str]:
+def _lif_triton_limits(
+    x: torch.Tensor,
+    v0: torch.Tensor,
+    alpha: torch.Tensor,
+    threshold: Any,
+    reset: Any = None,
+    v_reset: Any = 0.0,
+    *rest: Any,
+) -> list[str]:
     reasons = []
     if x.dtype != torch.float32:
         reasons.append(f"the LIF kernel runs float32 only, got {x.dtype}")
+    if v0.dtype != x.dtype or alpha.dtype != x.dtype:
+        # the torch loop would promote to the wider dtype; the kernel keeps v_T in the state's dtype
+        reasons.append(
+            f"the LIF kernel needs state.v and tau_m in x's dtype {x.dtype}, got {v0.dtype} and {alpha.dtype}"
+        )
     if not isinstance(threshold, (int, float)):
         reasons.append("the LIF kernel takes a scalar float threshold, got a tensor")
+    if isinstance(v_reset, torch.Tensor):
+        # a per-neuron or learnable v_reset: the kernel takes one float and returns no gradient for it
+        reasons.append("the LIF kernel takes a scalar float v_reset, got a tensor")
     if x.numel() >= 2**31:
         reasons.append(f"the LIF kernel uses int32 offsets: at most 2**31 - 1 elements, got {x.numel()}")
     if v0.device != x.device or alpha.device != x.device:
@@ -361,6 +377,10 @@ def _alif_triton_limits(x: torch.Tensor, *rest: Any) -> list[str]:
         reasons.append(f"the ALIF kernel runs float32 only, got {x.dtype}")
     if x.numel() >= 2**31:
         reasons.append(f"the ALIF kernel uses int32 offsets: at most 2**31 - 1 elements, got {x.numel()}")
+    dtypes = sorted({str(t.dtype) for t in rest if isinstance(t, torch.Tensor) and t.dtype != x.dtype})
+    if dtypes:
+        # the kernel casts them to x's dtype, where the torch loop would promote to the wider one
+        reasons.append(f"the ALIF kernel needs the state and time constants in x's dtype {x.dtype}, got {dtypes}")
     if any(isinstance(t, torch.Tensor) and t.device != x.device for t in rest):
         reasons.append("x, state and time constants must be on one device")
     return reasons
