@@ -96,6 +96,44 @@ def test_kernel_reads_strided_views_in_place_interpreter():
     _check_strided_views("cpu")
 
 
+@pytest.mark.triton
+def test_kernel_finfo_min_masked_block_before_the_maximum_interpreter():
+    # A first vocabulary block of finfo.min masks (or any logit ~1e20 below the row maximum) makes the
+    # rescale d = m_old − m_new so large that d·d·Z and 2·d·A overflow while e^d underflows: the old
+    # kernel returned mu = NaN and var = 0 (sigma silently floored at 1e-6); the reference is finite.
+    from iclr25.llm.minkpp.kernels import token_stats_triton
+
+    g = torch.Generator().manual_seed(2)
+    V = 4100  # > 4096: two vocabulary blocks
+    logits = torch.randn(3, V, generator=g)
+    logits[0, :4096] = torch.finfo(torch.float32).min
+    logits[1, :4096] -= 1e20
+    logits[2, :4096] = torch.finfo(torch.float32).min
+    logits[2, 4096] = -float("inf")
+    targets = torch.tensor([4097, 4099, 4098])
+    for z in (logits, logits.bfloat16().masked_fill(logits == torch.finfo(torch.float32).min, -3e38)):
+        got = token_stats_triton(z, targets)
+        ref = token_stats_reference(z, targets)
+        for a, b, name in zip(got, ref, ("ell", "mu", "var"), strict=True):
+            assert torch.isfinite(b).all(), name
+            torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5, msg=name)
+    sigma = token_stats(logits, targets, backend="triton")[2]
+    torch.testing.assert_close(sigma, token_stats(logits, targets, backend="reference")[2], atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.triton
+def test_op_refuses_targets_of_another_shape_interpreter():
+    # TOKEN_STATS called directly (bypassing token_stats' checks) with targets not of logits.shape[:-1]:
+    # the kernel read one target per row past the end of targets (a segfault under the interpreter).
+    from iclr25.core.triton import BackendUnavailableError
+    from iclr25.llm.minkpp.scores import TOKEN_STATS
+
+    logits = torch.randn(3, 4, 33)
+    for targets in (torch.zeros(3, dtype=torch.long), torch.zeros(4, dtype=torch.long), torch.zeros(3, 1).long()):
+        with pytest.raises(BackendUnavailableError, match="targets of shape"):
+            TOKEN_STATS(logits, targets, backend="triton")
+
+
 @pytest.mark.gpu
 def test_kernel_matches_reference_cuda():
     if not torch.cuda.is_available():

@@ -153,6 +153,45 @@ def test_triton_refuses_fp64_and_auto_stays_on_torch():
         RadarConfig(backend="fast")
 
 
+@pytest.mark.triton
+def test_ops_refuse_inconsistent_shapes_instead_of_reading_out_of_bounds():
+    # The exported ops called directly (RadarIndex.search and radar_attention check shapes themselves):
+    # the kernels indexed by the shapes they were given and silently read past the tensors.
+    q, k, v = _cache(t=60)
+    idx = RadarIndex(RadarConfig(target_tokens=8, recent_window=4), 16).add(k)
+    om, summ = idx.omega, idx.summaries
+    for args in (
+        (q, om, summ[:1]),  # summaries of batch 1 (the reference broadcasts them)
+        (q[:, :3], om, summ),  # 3 query heads over 2 KV heads
+        (q, om[:12], summ),  # omega rows != head_dim
+        (q, om, summ[..., :40]),  # summaries' last dim != 2D
+    ):
+        with pytest.raises(BackendUnavailableError, match="fused scoring kernel takes queries"):
+            SEGMENT_SCORES(*args, 16, backend="triton")
+    b, hkv, t, _ = k.shape
+    segs = torch.tensor([1, 4]).expand(b, hkv, 1, 2)
+    sel = Selection(segs, 5, 1, 50, t, 12)
+    for args, what in (
+        ((q, k[:1], v[:1], sel, None), "one batch"),
+        ((q[:, :3], k, v, sel, None), "multiple of k heads"),
+        ((q.expand(-1, -1, 3, -1), k, v, sel, None), "selected segments"),  # segments for 1 query, q has 3
+        ((q, k, v, Selection(segs, 5, 1, 50, t + 5, 12), None), "tail_start <= t"),
+        ((q, k, v, Selection(segs, 5, 1, 70, t, 12), None), "tail_start <= t"),
+        ((q, k, v, sel, torch.ones(b, 1, 1, t, dtype=torch.bool)), "key_mask of shape"),
+    ):
+        with pytest.raises(BackendUnavailableError, match=what):
+            GATHER_ATTENTION(*args, backend="triton")
+    # consistent inputs still run the kernels
+    torch.testing.assert_close(
+        SEGMENT_SCORES(q, om, summ, 16, backend="triton"), gqa_segment_scores(q, om, summ, 16), **TOL
+    )
+    torch.testing.assert_close(
+        GATHER_ATTENTION(q, k, v, sel, None, backend="triton"),
+        GATHER_ATTENTION(q, k, v, sel, None, backend="reference"),
+        **TOL,
+    )
+
+
 @pytest.mark.gpu
 def test_kernels_match_reference_cuda():
     if not torch.cuda.is_available():

@@ -55,9 +55,15 @@ if triton_available():
         n, m = W.shape
         W = W.contiguous().float()
         b = base.to(torch.float32).contiguous()
-        thr = thresholds.to(device=W.device, dtype=torch.float32).contiguous()
+        thr = thresholds.to(device=W.device)
+        if thr.dtype == torch.float64:
+            # the reference compares |w| > p in float64; for float32 |w| that equals |w| > p rounded
+            # down to float32 (to nearest, a p just below a float32 value would flip |w| = that value)
+            t32 = thr.float()
+            thr = torch.where(t32.double() > thr, torch.nextafter(t32, torch.full_like(t32, -float("inf"))), t32)
+        thr = thr.to(torch.float32).contiguous()
         out = torch.empty(thr.numel(), n, device=W.device, dtype=torch.float32)
-        _search_kernel[(thr.numel(), n)](W, b, thr, out, n, m, BLOCK_M=triton.next_power_of_2(m))
+        _search_kernel[(thr.numel(), n)](W, b, thr, out, n, m, BLOCK_M=max(1, triton.next_power_of_2(m)))
         return out.sum(1)
 
     @triton.jit
@@ -174,14 +180,17 @@ if triton_available():
             split_k = max(1, min(tiles, 2048 // row_tiles))
         x = x.contiguous()
         y = (torch.zeros if split_k > 1 else torch.empty)(x.shape[0], n, device=x.device, dtype=torch.float32)
-        nb = P.alpha.shape[1]
-        dummy = P.alpha
-        mu_mode = 0 if P.mu is None else (2 if P.mu.shape[-1] == 6 else 1)
-        s2 = P.signs2 if P.signs2.numel() else P.signs  # never read when no column is salient
+        # the kernel indexes the packed tensors as dense row-major arrays (a no-op for pack_groups' own)
+        signs, gmap, s2_index, alpha = (t.contiguous() for t in (P.signs, P.gmap, P.s2_index, P.alpha))
+        mu, beta, bias = (None if t is None else t.contiguous() for t in (P.mu, P.beta, P.bias))
+        nb = alpha.shape[1]
+        dummy = alpha
+        mu_mode = 0 if mu is None else (2 if mu.shape[-1] == 6 else 1)
+        s2 = P.signs2.contiguous() if P.signs2.numel() else signs  # never read when no column is salient
         _gemv_kernel[(row_tiles, split_k, x.shape[0])](
-            x, y, P.signs, P.gmap, P.s2_index, s2, P.alpha,
-            dummy if P.mu is None else P.mu, dummy if P.beta is None else P.beta,
-            dummy if P.bias is None else P.bias,
+            x, y, signs, gmap, s2_index, s2, alpha,
+            dummy if mu is None else mu, dummy if beta is None else beta,
+            dummy if bias is None else bias,
             n, K, bs, nb, P.signs.shape[1], max(P.signs2.shape[1], 1), tiles,
             BLOCK_N=block_n, BLOCK_K=block_k, SPLIT_K=split_k, MU_MODE=mu_mode,
             HAS_BETA=P.beta is not None, HAS_BIAS=P.bias is not None, num_warps=num_warps,

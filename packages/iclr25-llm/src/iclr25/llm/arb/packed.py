@@ -283,7 +283,9 @@ _MAX_BATCH = 16
 
 def _limits(x, P) -> list[str]:
     reasons = []
-    if x.shape[0] > _MAX_BATCH:
+    if x.dim() != 2 or x.shape[1] != P.shape[1]:  # the kernel reads x as (batch, K) rows
+        reasons.append(f"the GEMV kernel takes x of shape (batch, {P.shape[1]}), got {tuple(x.shape)}")
+    elif x.shape[0] > _MAX_BATCH:
         reasons.append(f"the GEMV kernel is for small batches (<= {_MAX_BATCH} rows), got {x.shape[0]}")
     if x.device != P.device:
         reasons.append(f"x is on {x.device} but the packed weight on {P.device}")

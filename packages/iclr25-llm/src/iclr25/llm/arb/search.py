@@ -23,6 +23,12 @@ def _limits(W, base, thresholds) -> list[str]:
         reasons.append(f"the search kernel takes float32, got {W.dtype}")
     if W.shape[-1] > 1024:
         reasons.append(f"the search kernel supports blocks of <= 1024 columns, got {W.shape[-1]}")
+    # the kernel reads base as W's (n, m) and thresholds as a flat list (the reference broadcasts)
+    if W.dim() != 2 or base.shape != W.shape or thresholds.dim() != 1:
+        reasons.append(
+            f"the search kernel takes a 2-D W, base of W's shape and 1-D thresholds, got W {tuple(W.shape)}, "
+            f"base {tuple(base.shape)}, thresholds {tuple(thresholds.shape)}"
+        )
     return reasons
 
 

@@ -48,7 +48,10 @@ if triton_available():
             live = z != -float("inf")
             c = tl.where(live, z - m_safe, 0.0)
             e = tl.where(live, tl.exp(c), 0.0)
-            d = tl.where(m == -float("inf"), 0.0, m - m_safe)
+            # e^d is already 0 in fp32 at d = −256, so the clamp changes nothing but keeps d·d·Z and 2·d·A
+            # finite when the old maximum is ~1e20 below the new one (a block of finfo.min masks before
+            # the real maximum): the old sums then vanish instead of becoming 0 · inf = NaN.
+            d = tl.maximum(tl.where(m == -float("inf"), 0.0, m - m_safe), -256.0)
             alpha = tl.where(m == -float("inf"), 0.0, tl.exp(d))
             B = alpha * (B + 2.0 * d * A + d * d * Z) + tl.sum(e * c * c, axis=0)
             A = alpha * (A + d * Z) + tl.sum(e * c, axis=0)

@@ -50,6 +50,12 @@ def _triton_limits(logits, targets) -> list[str]:
         reasons.append("the fused kernel is forward-only; logits require grad")
     if logits.dtype not in (torch.float32, torch.float16, torch.bfloat16):
         reasons.append(f"the fused kernel takes fp32/fp16/bf16 logits, got {logits.dtype}")
+    # the kernel reads one target per row: other shapes would index past targets (the reference broadcasts)
+    if logits.dim() < 1 or tuple(targets.shape) != tuple(logits.shape[:-1]):
+        reasons.append(
+            f"the fused kernel takes targets of shape logits.shape[:-1] = {tuple(logits.shape[:-1])}, "
+            f"got {tuple(targets.shape)}"
+        )
     return reasons
 
 

@@ -60,6 +60,33 @@ def _gather_triton_limits(q, k, v, sel, key_mask) -> list[str]:
         reasons.append("the gather-attention kernel is forward-only; q, k or v require grad")
     if sel.segments.device != q.device:
         reasons.append(f"the selection lives on {sel.segments.device}, q on {q.device}")
+    # the kernel indexes by these shapes: others would read out of bounds (the reference broadcasts or raises)
+    b, hq, nq = q.shape[:3] if q.dim() == 4 else (-1, -1, -1)
+    hkv = k.shape[1] if k.dim() == 4 else 0
+    if q.dim() != 4 or k.dim() != 4 or v.dim() != 4 or k.shape[:3] != v.shape[:3] or k.shape[0] != b:
+        reasons.append(
+            f"the gather-attention kernel takes q, k, v of one batch, got {[tuple(x.shape) for x in (q, k, v)]}"
+        )
+    elif hkv < 1 or hq % hkv or k.shape[-1] != q.shape[-1]:
+        reasons.append(
+            "the gather-attention kernel takes q heads a multiple of k heads and q's head_dim, "
+            f"got q {tuple(q.shape)}, k {tuple(k.shape)}"
+        )
+    elif tuple(sel.segments.shape[:3]) != (b, hkv, nq) or sel.segments.dim() != 4:
+        reasons.append(
+            f"the gather-attention kernel takes selected segments (B, Hkv, Q, k) = ({b}, {hkv}, {nq}, k), "
+            f"got {tuple(sel.segments.shape)}"
+        )
+    elif sel.t != k.shape[2] or sel.sink_end < 0 or sel.tail_start > sel.t:
+        reasons.append(
+            f"the gather-attention kernel takes a selection with 0 <= sink_end, tail_start <= t = {k.shape[2]} keys, "
+            f"got sink_end {sel.sink_end}, tail_start {sel.tail_start}, t {sel.t}"
+        )
+    elif key_mask is not None and tuple(key_mask.shape) != (b, hkv, nq, sel.t):
+        reasons.append(
+            f"the gather-attention kernel takes key_mask of shape {(b, hkv, nq, sel.t)} (expanded), "
+            f"got {tuple(key_mask.shape)}"
+        )
     return reasons
 
 

@@ -45,6 +45,22 @@ def _scores_triton_limits(queries, omega, summaries, head_dim) -> list[str]:
         reasons.append(f"the fused scoring kernel takes head_dim <= 256, got {queries.shape[-1]}")
     if torch.is_grad_enabled() and queries.requires_grad:
         reasons.append("the fused scoring kernel is forward-only; queries require grad")
+    # the kernel indexes by these shapes: others would read out of bounds (the reference broadcasts or raises)
+    q_shape, o_shape, s_shape = tuple(queries.shape), tuple(omega.shape), tuple(summaries.shape)
+    if (
+        len(q_shape) != 4
+        or len(o_shape) != 2
+        or len(s_shape) != 4
+        or o_shape[0] != q_shape[3]
+        or s_shape[0] != q_shape[0]
+        or s_shape[1] < 1
+        or q_shape[1] % s_shape[1]
+        or s_shape[3] != 2 * o_shape[1]
+    ):
+        reasons.append(
+            "the fused scoring kernel takes queries (B, Hq, Q, m), omega (m, D) and summaries (B, Hkv, S, 2D) "
+            f"with Hq a multiple of Hkv, got queries {q_shape}, omega {o_shape}, summaries {s_shape}"
+        )
     return reasons
 
 
