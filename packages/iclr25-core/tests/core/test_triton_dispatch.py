@@ -147,3 +147,23 @@ def test_triton_reasons_for_cpu_tensors_without_interpreter(monkeypatch):
     if triton_available():
         assert triton_reasons(torch.zeros(1)) == []
         assert "auto never picks" in triton_reasons(torch.zeros(1), allow_interpreter=False)[0]
+
+
+def test_fp32_scalar_launcher_rounds_only_python_floats():
+    from iclr25.core.testing import Fp32ScalarLauncher
+
+    seen = {}
+
+    class Kernel:
+        def __getitem__(self, grid):
+            def run(*args, **kwargs):
+                seen.update(grid=grid, args=args, kwargs=kwargs)
+
+            return run
+
+    t = torch.zeros(1)
+    Fp32ScalarLauncher(Kernel())[(3,)](0.1, 7, t, True, BLOCK=0.1)
+    assert seen["grid"] == (3,)
+    assert seen["args"][0] == float(torch.tensor(0.1, dtype=torch.float32)) != 0.1  # fp32, as on a GPU
+    assert seen["args"][1:3] == (7, t) and seen["args"][3] is True  # ints, tensors, bools untouched
+    assert seen["kwargs"] == {"BLOCK": 0.1}  # constexpr keywords pass as given

@@ -8,7 +8,9 @@
   torch references;
 - offers the checks every distribution's test suite runs on itself: :func:`run_readme_examples`
   (the README's python blocks, read from the installed long description, so examples cannot
-  rot), :func:`assert_import_is_light` and :func:`assert_cards_belong_to`.
+  rot), :func:`assert_import_is_light` and :func:`assert_cards_belong_to`;
+- :class:`Fp32ScalarLauncher`, which makes an interpreter launch see Python float arguments as the
+  fp32 values a GPU launch would pass (the interpreter keeps them as float64).
 
 It is opt-in: nothing here runs for users who merely install iclr25-core.
 """
@@ -17,7 +19,9 @@ from __future__ import annotations
 
 import os
 import re
+import struct
 from importlib import metadata
+from typing import Any
 
 import pytest
 
@@ -118,3 +122,22 @@ def run_quick_reproduction(slug: str, out, *, need_baseline: bool = False) -> di
         else:
             assert row["holds"] is None, row
     return doc
+
+
+class Fp32ScalarLauncher:
+    """Wraps a ``@triton.jit`` kernel so ``launcher[grid](*args)`` rounds Python float arguments to fp32.
+
+    On a GPU, Triton types a Python ``float`` argument as fp32; the CPU interpreter keeps the full
+    float64 value, so a kernel that loses precision through a float argument passes interpreter
+    tests. Monkeypatch the module's kernel with this wrapper to see what a GPU launch would compute.
+    """
+
+    def __init__(self, kernel: Any) -> None:
+        self.kernel = kernel
+
+    def __getitem__(self, grid: Any) -> Any:
+        def launch(*args: Any, **kwargs: Any) -> Any:
+            args = tuple(struct.unpack("f", struct.pack("f", a))[0] if type(a) is float else a for a in args)
+            return self.kernel[grid](*args, **kwargs)
+
+        return launch

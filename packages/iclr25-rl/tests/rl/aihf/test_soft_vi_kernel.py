@@ -1,9 +1,9 @@
 """Edge cases of the fused soft-VI Triton kernel against the reference (TRITON_INTERPRET=1 on CPU)."""
 
-import numpy as np
 import pytest
 import torch
 
+from iclr25.core.testing import Fp32ScalarLauncher
 from iclr25.core.triton import BackendUnavailableError
 from iclr25.rl.aihf import batched_soft_vi
 from iclr25.rl.aihf.reference import batched_soft_vi_reference
@@ -16,20 +16,6 @@ def _P(S, A, dtype, seed=0):
 
 # the interpreter warns about the log 0, inf - inf and 0 * inf it evaluates (as the reference does)
 _INF_WARNINGS = pytest.mark.filterwarnings("ignore:(invalid value|divide by zero) encountered:RuntimeWarning")
-
-
-class _Fp32Scalars:
-    """A kernel launcher that rounds Python float arguments to fp32, as Triton types them on the GPU."""
-
-    def __init__(self, kernel):
-        self.kernel = kernel
-
-    def __getitem__(self, grid):
-        def launch(*args, **kwargs):
-            args = [float(np.float32(a)) if type(a) is float else a for a in args]
-            return self.kernel[grid](*args, **kwargs)
-
-        return launch
 
 
 @_INF_WARNINGS
@@ -53,7 +39,7 @@ def test_triton_float64_scalars_are_not_rounded_to_fp32(monkeypatch):
     """gamma and temp must reach a float64 kernel in float64, also where Python floats become fp32 (CUDA)."""
     from iclr25.rl.aihf import kernels
 
-    monkeypatch.setattr(kernels, "_soft_vi_kernel", _Fp32Scalars(kernels._soft_vi_kernel))
+    monkeypatch.setattr(kernels, "_soft_vi_kernel", Fp32ScalarLauncher(kernels._soft_vi_kernel))
     P = _P(5, 3, torch.float64)
     r = torch.randn(2, 5, 3, generator=torch.Generator().manual_seed(2), dtype=torch.float64)
     ref = batched_soft_vi(P, r, 0.9, 0.3, 30, backend="reference")

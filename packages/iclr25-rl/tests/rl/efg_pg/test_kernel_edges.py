@@ -1,9 +1,9 @@
 """Edge cases of the fused QFR step kernel against the reference (TRITON_INTERPRET=1 on CPU)."""
 
-import numpy as np
 import pytest
 import torch
 
+from iclr25.core.testing import Fp32ScalarLauncher
 from iclr25.core.triton import BackendUnavailableError
 from iclr25.rl.efg_pg import omd_step
 
@@ -17,20 +17,6 @@ def _inputs(n=9, a=4, dtype=torch.float64, seed=0):
     g = torch.randn(n, a, generator=gen, dtype=dtype) * 3
     div = 1 + torch.rand(n, generator=gen, dtype=dtype)
     return ref, g, div, mask
-
-
-class _Fp32Scalars:
-    """A kernel launcher that rounds Python float arguments to fp32, as Triton types them on the GPU."""
-
-    def __init__(self, kernel):
-        self.kernel = kernel
-
-    def __getitem__(self, grid):
-        def launch(*args, **kwargs):
-            args = [float(np.float32(a)) if type(a) is float else a for a in args]
-            return self.kernel[grid](*args, **kwargs)
-
-        return launch
 
 
 @pytest.mark.triton
@@ -62,7 +48,7 @@ def test_triton_float64_scalars_are_not_rounded_to_fp32(monkeypatch, zero_entry)
     """eta, gamma and the log floor must reach a float64 kernel in float64, also on CUDA (fp32 Python floats)."""
     from iclr25.rl.efg_pg import kernels
 
-    monkeypatch.setattr(kernels, "_omd_step_kernel", _Fp32Scalars(kernels._omd_step_kernel))
+    monkeypatch.setattr(kernels, "_omd_step_kernel", Fp32ScalarLauncher(kernels._omd_step_kernel))
     ref, g, div, mask = _inputs(seed=1)
     if zero_entry:  # 1e-300 as fp32 is 0: log 0 = -inf would zero the action for good
         ref = torch.tensor([[1.0, 0.0]], dtype=torch.float64)
