@@ -6,6 +6,7 @@ import math
 import pytest
 import torch
 
+from iclr25.core.device import cpu_threads
 from iclr25.generative.diffusion import precond, samplers, schedules
 
 N = 20_000
@@ -25,10 +26,8 @@ def gaussian_denoiser(mu: float = MU, s: float = S):
 @pytest.fixture(autouse=True, scope="module")
 def _one_thread():
     # elementwise ops on 20 000 scalars: thread start-up dominates on a 2-core machine
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+    with cpu_threads(1):
+        yield
 
 
 @pytest.fixture

@@ -1,16 +1,15 @@
 """Shared fixtures for the iclr25.llm.lm tests: one thread, and the corpus or a reasoned skip."""
 
 import pytest
-import torch
+
+from iclr25.core.device import cpu_threads
 
 
 @pytest.fixture(autouse=True)
 def _one_thread():
     # on a busy 2-core host two OpenMP threads make tiny ops many times slower than one
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+    with cpu_threads(1):
+        yield
 
 
 @pytest.fixture(scope="session")

@@ -2,12 +2,11 @@
 threads spin-waiting on each other made a 20-step training test 25x slower."""
 
 import pytest
-import torch
+
+from iclr25.core.device import cpu_threads
 
 
 @pytest.fixture(autouse=True)
 def _one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+    with cpu_threads(1):
+        yield

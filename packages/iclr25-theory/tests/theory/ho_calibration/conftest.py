@@ -1,11 +1,10 @@
 import pytest
-import torch
+
+from iclr25.core.device import cpu_threads
 
 
 @pytest.fixture(autouse=True)
 def _one_thread():
     # These tensors are small: intra-op threading only adds contention on a 2-core machine.
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+    with cpu_threads(1):
+        yield

@@ -1,12 +1,11 @@
 """Single intra-op thread for these tests: every matrix is tiny, so threads only add overhead."""
 
 import pytest
-import torch
+
+from iclr25.core.device import cpu_threads
 
 
 @pytest.fixture(autouse=True)
 def _one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+    with cpu_threads(1):
+        yield
