@@ -4,7 +4,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
-tokenizers = pytest.importorskip("tokenizers")
+pytest.importorskip("tokenizers")
 
 from iclr25.llm.bench.chat import (  # noqa: E402
     GenerationConfig,
@@ -16,30 +16,16 @@ from iclr25.llm.bench.chat import (  # noqa: E402
     serve_openai,
 )
 
-TEMPLATE = (
-    "{% for m in messages %}<{{ m['role'] }}>{{ m['content'] }}</s>{% endfor %}"
-    "{% if add_generation_prompt %}<assistant>{% endif %}"
-)
 PROMPTS = ["hi", "what is two plus two?", "a", "tell me a long story about cats and dogs", "ok then"]
 
 
 @pytest.fixture(scope="module")
-def tiny():
+def tiny(char_tokenizer):
     torch.set_num_threads(1)
-    chars = list("abcdefghijklmnopqrstuvwxyz0123456789 ?.,!<>/")
-    vocab = {"<pad>": 0, "</s>": 1, "<unk>": 2}
-    for ch in chars:
-        vocab.setdefault(ch, len(vocab))
-    tok = tokenizers.Tokenizer(tokenizers.models.WordLevel(vocab, unk_token="<unk>"))
-    tok.pre_tokenizer = tokenizers.pre_tokenizers.Split("", behavior="isolated")
-    tok.decoder = tokenizers.decoders.Fuse()
-    fast = transformers.PreTrainedTokenizerFast(
-        tokenizer_object=tok, pad_token="<pad>", eos_token="</s>", unk_token="<unk>"
-    )
-    fast.chat_template = TEMPLATE
+    fast, vocab_size = char_tokenizer
     torch.manual_seed(0)
     cfg = transformers.LlamaConfig(
-        vocab_size=len(vocab),
+        vocab_size=vocab_size,
         hidden_size=64,
         intermediate_size=128,
         num_hidden_layers=2,

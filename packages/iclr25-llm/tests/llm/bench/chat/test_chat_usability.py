@@ -101,28 +101,15 @@ def test_media_parts_accept_numpy_scalars():
 
 
 @pytest.fixture(scope="module")
-def gpt2():
+def gpt2(char_tokenizer):
     """A tiny GPT-2 (learned absolute positions: 64) with a character tokenizer and a chat template."""
     torch = pytest.importorskip("torch")
     transformers = pytest.importorskip("transformers")
-    tokenizers = pytest.importorskip("tokenizers")
     torch.set_num_threads(1)
-    vocab = {"<pad>": 0, "</s>": 1, "<unk>": 2}
-    for ch in "abcdefghijklmnopqrstuvwxyz0123456789 ?.,!<>/":
-        vocab.setdefault(ch, len(vocab))
-    tok = tokenizers.Tokenizer(tokenizers.models.WordLevel(vocab, unk_token="<unk>"))
-    tok.pre_tokenizer = tokenizers.pre_tokenizers.Split("", behavior="isolated")
-    tok.decoder = tokenizers.decoders.Fuse()
-    fast = transformers.PreTrainedTokenizerFast(
-        tokenizer_object=tok, pad_token="<pad>", eos_token="</s>", unk_token="<unk>"
-    )
-    fast.chat_template = (
-        "{% for m in messages %}<{{ m['role'] }}>{{ m['content'] }}</s>{% endfor %}"
-        "{% if add_generation_prompt %}<assistant>{% endif %}"
-    )
+    fast, vocab_size = char_tokenizer
     torch.manual_seed(0)
     cfg = transformers.GPT2Config(
-        vocab_size=len(vocab), n_embd=32, n_layer=2, n_head=2, n_positions=64, pad_token_id=0, eos_token_id=1
+        vocab_size=vocab_size, n_embd=32, n_layer=2, n_head=2, n_positions=64, pad_token_id=0, eos_token_id=1
     )
     return transformers.GPT2LMHeadModel(cfg).eval(), fast
 
