@@ -1,5 +1,6 @@
 """Edge cases of the fused QFR step kernel against the reference (TRITON_INTERPRET=1 on CPU)."""
 
+import numpy as np
 import pytest
 import torch
 
@@ -70,3 +71,44 @@ def test_triton_refuses_inputs_that_require_grad(which):
     assert omd_step.select(*args, 0.5, 0.05).name == "reference"
     with torch.no_grad():
         assert omd_step.select(*args, 0.5, 0.05, backend="triton").name == "triton"
+
+
+def _mixed(ref_dtype, fb_dtype, which, seed=2):
+    """fp64-exact inputs, then ref in ref_dtype and the feedback named by which in fb_dtype."""
+    ref, g, div, mask = _inputs(dtype=torch.float32, seed=seed)
+    ref, g, div = ref.to(ref_dtype), g.double(), div.double()
+    g = g.to(fb_dtype) if which in ("g", "both") else g.to(ref_dtype)
+    div = div.to(fb_dtype) if which in ("divisor", "both") else div.to(ref_dtype)
+    return ref, g, div, mask
+
+
+@pytest.mark.parametrize("regularizer", ["entropy", "euclidean"])
+@pytest.mark.parametrize("which", ["g", "divisor", "both"])
+@pytest.mark.parametrize("kind", ["torch", "numpy"])
+def test_reference_returns_ref_dtype_with_float64_feedback(regularizer, which, kind):
+    """fp32 ref with fp64 g or divisor returned fp64 from the reference, fp32 from the kernel."""
+    from iclr25.rl.efg_pg.reference import omd_step_reference
+
+    ref, g, div, mask = _mixed(torch.float32, torch.float64, which)
+    exact = omd_step_reference(ref.double(), g.double(), div.double(), mask, 0.5, 0.05, regularizer)
+    if kind == "numpy":
+        out = omd_step_reference(ref.numpy(), g.numpy(), div.numpy(), mask.numpy(), 0.5, 0.05, regularizer)
+        assert out.dtype == np.float32
+        out = torch.from_numpy(out)
+    else:
+        out = omd_step(ref, g, div, mask, 0.5, 0.05, regularizer=regularizer, backend="reference")
+    assert out.dtype == torch.float32
+    # computed in fp64, rounded once at the end
+    torch.testing.assert_close(out.double(), exact, rtol=0, atol=torch.finfo(torch.float32).eps)
+
+
+@pytest.mark.triton
+@pytest.mark.parametrize("which", ["g", "divisor", "both"])
+@pytest.mark.parametrize(("ref_dtype", "fb_dtype"), [(torch.float32, torch.float64), (torch.float64, torch.float32)])
+def test_triton_and_reference_agree_on_mixed_dtypes(which, ref_dtype, fb_dtype):
+    """Both backends return ref's dtype; values differ only by where the fp32 rounding happens."""
+    ref, g, div, mask = _mixed(ref_dtype, fb_dtype, which)
+    want = omd_step(ref, g, div, mask, 0.5, 0.05, backend="reference")
+    got = omd_step(ref, g, div, mask, 0.5, 0.05, backend="triton")
+    assert want.dtype == got.dtype == ref_dtype
+    torch.testing.assert_close(got, want, rtol=0, atol=1e-6)

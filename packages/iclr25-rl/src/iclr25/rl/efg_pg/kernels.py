@@ -71,7 +71,7 @@ def omd_step_triton(
     gamma: float,
     regularizer: str = "entropy",
 ) -> torch.Tensor:
-    """Triton twin of :func:`omd_step_reference` (entropy only); same shapes and dtype."""
+    """Triton twin of :func:`omd_step_reference` (entropy only); same shapes, ``ref``'s dtype."""
     # The reference broadcasts ref, g, mask and divisor[:, None]; the kernel indexes full (nI, A) rows.
     div2 = divisor[:, None]
     n_rows, n_cols = torch.broadcast_shapes(ref.shape, g.shape, mask.shape, div2.shape)

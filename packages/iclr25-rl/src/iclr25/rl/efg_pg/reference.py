@@ -65,7 +65,9 @@ def omd_step_reference(
 
     Returns
     -------
-    (nI, A) array of the same kind and dtype as ``ref``; rows sum to 1, padded columns 0.
+    (nI, A) array of the same kind and dtype as ``ref``; rows sum to 1, padded columns 0. ``g`` and
+    ``divisor`` may have another float dtype: the step is computed in the promoted dtype and the
+    result is cast to ``ref``'s.
     """
     xp = np if isinstance(ref, np.ndarray) else __import__("torch")
     # Count legal actions in ref's dtype: torch promotes int * float to float32, not float64.
@@ -84,7 +86,9 @@ def omd_step_reference(
         p = xp.where(mask, _simplex_projection(xp, y, mask, 1.0 - gamma * n) + gamma, 0.0 * y)
     else:
         raise ValueError(f"regularizer must be 'entropy' or 'euclidean', got {regularizer!r}")
-    return p
+    # float64 g or divisor promote the arithmetic above; keep that precision, but return ref's dtype
+    # as documented and as the kernel does, so the result's dtype does not depend on the backend.
+    return p.astype(ref.dtype, copy=False) if xp is np else p.to(ref.dtype)
 
 
 def kl_floor_projection(xp: Any, p: Any, mask: Any, gamma: float) -> Any:

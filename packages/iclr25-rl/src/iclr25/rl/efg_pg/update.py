@@ -48,5 +48,6 @@ omd_step.__doc__ = """Fused QFR infoset step; see :func:`~iclr25.rl.efg_pg.refer
 
 Call as ``omd_step(ref, g, divisor, mask, eta, gamma, regularizer="entropy", backend="auto")``.
 ``auto`` picks the Triton kernel for CUDA tensors (entropy) and the reference otherwise (also when an
-input requires grad: the kernel is forward-only).
+input requires grad: the kernel is forward-only). Every backend returns ``ref``'s dtype, also when
+``g`` or ``divisor`` has another float dtype.
 """
