@@ -15,6 +15,13 @@ __all__ = ["markov_sample_triton"]
 
 
 @triton.jit
+def _block_rows(block_id, BLOCK: tl.constexpr):
+    # int64 from the program id on: rows * stride reaches 2**31 once B * L elements do, where int32
+    # arithmetic would wrap to a negative offset
+    return block_id.to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+
+
+@triton.jit
 def _markov_sample_kernel(
     u_ptr,
     out_ptr,
@@ -29,15 +36,20 @@ def _markov_sample_kernel(
     init_one,
     BLOCK: tl.constexpr,
 ):
-    rows = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    rows = _block_rows(tl.program_id(0), BLOCK)
     mask = rows < n_rows
-    u = tl.load(u_ptr + rows * stride_ub, mask=mask, other=1.0)
+    u_ptrs = u_ptr + rows * stride_ub
+    out_ptrs = out_ptr + rows * stride_ob
+    u = tl.load(u_ptrs, mask=mask, other=1.0)
     prev = u < init_one
-    tl.store(out_ptr + rows * stride_ob, prev.to(tl.int64), mask=mask)
-    for t in range(1, n_steps):
-        u = tl.load(u_ptr + rows * stride_ub + t * stride_ul, mask=mask, other=1.0)
+    tl.store(out_ptrs, prev.to(tl.int64), mask=mask)
+    for _ in range(1, n_steps):
+        # advancing the 64-bit pointers, not adding t * stride, keeps the time offset out of int32
+        u_ptrs += stride_ul
+        out_ptrs += stride_ol
+        u = tl.load(u_ptrs, mask=mask, other=1.0)
         prev = tl.where(prev, u >= q, u < p)
-        tl.store(out_ptr + rows * stride_ob + t * stride_ol, prev.to(tl.int64), mask=mask)
+        tl.store(out_ptrs, prev.to(tl.int64), mask=mask)
 
 
 def markov_sample_triton(uniforms: torch.Tensor, p: float, q: float, init_one: float) -> torch.Tensor:
