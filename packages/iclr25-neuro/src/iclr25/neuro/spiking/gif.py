@@ -45,7 +45,7 @@ from ._checks import (
     check_state,
     check_state_type,
 )
-from .neurons import _resolve_backend
+from .neurons import _factory_dtype, _resolve_backend
 from .reference import gif_encode_reference, gif_update
 from .surrogates import Surrogate
 
@@ -288,7 +288,11 @@ def gif_decode(spikes: torch.Tensor, v_th: float | torch.Tensor = 1.0) -> torch.
         raise TypeError("spikes must be a (steps, ...) tensor")
     total = spikes.sum(0)
     if not total.is_floating_point():
-        total = total.to(torch.get_default_dtype())
+        dtype = torch.get_default_dtype()
+        if isinstance(v_th, torch.Tensor) and v_th.is_floating_point():
+            # integer spikes carry no precision of their own: a float64 θ must not be narrowed
+            dtype = torch.promote_types(dtype, v_th.dtype)
+        total = total.to(dtype)
     if isinstance(v_th, torch.Tensor):
         check_positive("v_th", v_th)
         return total * v_th.to(total.dtype)
@@ -316,6 +320,11 @@ class GIFNeuron(nn.Module):
         ``"reference"``/``"torch"`` or ``"triton"``; see `gif_encode`.
     validate:
         Check inputs for NaN/Inf.
+    device, dtype:
+        Factory kwargs of θ, as in torch.nn. ``dtype`` defaults to a floating ``v_th`` tensor's own
+        dtype, else torch's default dtype. Build a float64 neuron with ``dtype=torch.float64`` (or
+        a float64 ``v_th``): ``.double()`` converts θ but cannot restore digits already rounded to
+        float32.
     """
 
     def __init__(
@@ -331,6 +340,8 @@ class GIFNeuron(nn.Module):
         drive: str = "initial",
         backend: str = "auto",
         validate: bool = True,
+        device: torch.device | str | None = None,
+        dtype: torch.dtype | None = None,
     ) -> None:
         super().__init__()
         _check_gif(levels, rounding, reset)
@@ -338,7 +349,11 @@ class GIFNeuron(nn.Module):
         check_choice("drive", drive, ("initial", "constant"))
         check_choice("backend", backend, ("auto", "reference", "torch", "triton"))
         check_positive("v_th", v_th)
-        theta = v_th.detach().clone().float() if isinstance(v_th, torch.Tensor) else torch.tensor(float(v_th))
+        theta_dtype = _factory_dtype(v_th, dtype)
+        if isinstance(v_th, torch.Tensor):
+            theta = v_th.detach().to(device=device, dtype=theta_dtype, copy=True)
+        else:
+            theta = torch.tensor(float(v_th), dtype=theta_dtype, device=device)
         if learn_threshold:
             self.v_th = nn.Parameter(theta)
         else:

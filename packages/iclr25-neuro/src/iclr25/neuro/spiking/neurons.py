@@ -72,6 +72,22 @@ class ALIFState(NamedTuple):
     b: torch.Tensor
 
 
+def _factory_dtype(value: Any, dtype: torch.dtype | None) -> torch.dtype:
+    """The dtype a module stores a constructor constant in, as torch.nn factory kwargs do.
+
+    ``dtype`` when given, else the dtype of a floating ``value`` tensor, else torch's default dtype:
+    a float64 value must not be narrowed on the way in, since a later ``.double()`` converts the
+    storage but cannot restore the digits it lost.
+    """
+    if dtype is None:
+        if isinstance(value, torch.Tensor) and value.is_floating_point():
+            return value.dtype
+        return torch.get_default_dtype()
+    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
+        raise TypeError(f"dtype must be a floating-point torch.dtype, got {dtype!r}")
+    return dtype
+
+
 def _alpha(tau: float | torch.Tensor, dt: float, like: torch.Tensor) -> torch.Tensor:
     tau_t = torch.as_tensor(tau, dtype=like.dtype, device=like.device)
     return torch.exp(-dt / torch.clamp(tau_t, min=TAU_FLOOR * dt))
@@ -418,6 +434,10 @@ class LIF(nn.Module):
         ``"auto"``, ``"reference"``/``"torch"`` or ``"triton"`` for the time loop.
     validate:
         Check inputs for NaN/Inf on every call.
+    device, dtype:
+        Factory kwargs of the τ_m buffer/parameter, as in torch.nn (default: torch's default
+        dtype); build a float64 model with ``dtype=torch.float64`` so that τ_m is not first
+        rounded to float32.
 
     Notes
     -----
@@ -442,6 +462,8 @@ class LIF(nn.Module):
         dt: float = 1.0,
         backend: str = "auto",
         validate: bool = True,
+        device: torch.device | str | None = None,
+        dtype: torch.dtype | None = None,
     ) -> None:
         super().__init__()
         _check_lif_options(reset, input_scale, firing, threshold, tau_m, dt, v_reset)
@@ -449,7 +471,7 @@ class LIF(nn.Module):
         if learn_tau and math.isinf(tau_m):
             raise ValueError("learn_tau=True needs a finite tau_m, got inf")
         shape = (shape,) if isinstance(shape, int) else tuple(shape or ())
-        tau = torch.full(shape, float(tau_m))
+        tau = torch.full(shape, float(tau_m), dtype=_factory_dtype(tau_m, dtype), device=device)
         if learn_tau:
             self.tau_m = nn.Parameter(tau)
         else:
@@ -503,8 +525,9 @@ class LIF(nn.Module):
 class IF(LIF):
     """Multi-step integrate-and-fire layer: LIF with α = 1, unscaled input, firing at ``v ≥ θ``.
 
-    Parameters are those of `LIF` without the leak; ``firing="ge"`` by default so that IF
-    equals the binary (``levels=2``) GIF neuron.
+    Parameters are those of `LIF` without the leak (``device``/``dtype`` place its unused
+    ``tau_m = inf`` buffer); ``firing="ge"`` by default so that IF equals the binary (``levels=2``)
+    GIF neuron.
     """
 
     def __init__(
@@ -519,6 +542,8 @@ class IF(LIF):
         firing: str = "ge",
         backend: str = "auto",
         validate: bool = True,
+        device: torch.device | str | None = None,
+        dtype: torch.dtype | None = None,
     ) -> None:
         super().__init__(
             shape=shape,
@@ -534,6 +559,8 @@ class IF(LIF):
             firing=firing,
             backend=backend,
             validate=validate,
+            device=device,
+            dtype=dtype,
         )
 
 
@@ -563,6 +590,9 @@ class ALIF(nn.Module):
         steps; recurrent networks call `alif_step` per step instead.
     validate:
         Check inputs for NaN/Inf.
+    device, dtype:
+        Factory kwargs of τ_m and τ_adp, as in torch.nn (default: torch's default dtype); build a
+        float64 model with ``dtype=torch.float64`` so that they are not first rounded to float32.
     """
 
     def __init__(
@@ -579,6 +609,8 @@ class ALIF(nn.Module):
         init: str = "zeros",
         backend: str = "auto",
         validate: bool = True,
+        device: torch.device | str | None = None,
+        dtype: torch.dtype | None = None,
     ) -> None:
         super().__init__()
         if not isinstance(n, int) or isinstance(n, bool) or n < 1:
@@ -587,7 +619,8 @@ class ALIF(nn.Module):
         check_choice("init", init, ("zeros", "official"))
         check_choice("backend", backend, ("auto", "reference", "torch", "triton"))
         self.n = n
-        tm, ta = torch.full((n,), float(tau_m)), torch.full((n,), float(tau_adp))
+        tm = torch.full((n,), float(tau_m), dtype=_factory_dtype(tau_m, dtype), device=device)
+        ta = torch.full((n,), float(tau_adp), dtype=_factory_dtype(tau_adp, dtype), device=device)
         if learn_tau:
             self.tau_m, self.tau_adp = nn.Parameter(tm), nn.Parameter(ta)
         else:
