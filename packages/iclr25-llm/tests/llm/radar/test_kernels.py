@@ -154,6 +154,21 @@ def test_triton_refuses_fp64_and_auto_stays_on_torch():
 
 
 @pytest.mark.triton
+def test_fp64_omega_keeps_fp32_queries_on_the_kernel():
+    # a caller's fp64 Ω is stored unrounded; fp32 queries still score through the fp32 kernel
+    q, k, _ = _cache()
+    omega = torch.randn(16, 256, generator=torch.Generator().manual_seed(5), dtype=torch.float64)
+    idx = RadarIndex(RadarConfig(target_tokens=24, recent_window=8), 16, omega=omega).add(k)
+    assert idx.omega.dtype == torch.float64 and idx.summaries.dtype == torch.float32
+    tri, ref = idx.search(q, backend="triton"), idx.search(q, backend="reference")
+    assert torch.equal(tri.segments.sort(-1).values, ref.segments.sort(-1).values)
+    # fp64 queries on the same index score in fp64 on the torch path, never in the kernel
+    with pytest.raises(BackendUnavailableError, match="float64"):
+        idx.search(q.double(), backend="triton")
+    assert idx.search(q.double()).segments.shape == ref.segments.shape
+
+
+@pytest.mark.triton
 def test_ops_refuse_inconsistent_shapes_instead_of_reading_out_of_bounds():
     # The exported ops called directly (RadarIndex.search and radar_attention check shapes themselves):
     # the kernels indexed by the shapes they were given and silently read past the tensors.

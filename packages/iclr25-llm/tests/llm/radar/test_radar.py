@@ -297,3 +297,102 @@ def test_radar_cache_runs_with_grad_enabled():
     out = model(torch.randint(0, 32, (1, 1)), past_key_values=cache).logits
     out.sum().backward()  # gradients flow through the exact attention, not the index
     assert cache.selections[0].scored > 0
+
+
+# -- float64: computed in max(input dtype, fp32), never rounded to fp32 ---------------------------
+def _brute_attention64(q, k, v, allowed):
+    """Softmax attention over the allowed positions, one (batch, head, query) row at a time in fp64."""
+    b, hq, nq, d = q.shape
+    rep = hq // k.shape[1]
+    out = torch.zeros(b, hq, nq, v.shape[-1], dtype=torch.float64)
+    for i in range(b):
+        for h in range(hq):
+            for j in range(nq):
+                pos = allowed[i, h // rep, j].nonzero().flatten()
+                if pos.numel():
+                    s = k[i, h // rep, pos].double() @ q[i, h, j].double() / math.sqrt(d)
+                    out[i, h, j] = torch.softmax(s, 0) @ v[i, h // rep, pos].double()
+    return out
+
+
+def _cache64(t=300, d=16, seed=10):
+    g = torch.Generator().manual_seed(seed)
+    k = torch.randn(2, 2, t, d, generator=g, dtype=torch.float64)
+    v = torch.randn(2, 2, t, d, generator=g, dtype=torch.float64)
+    q = torch.randn(2, 4, 2, d, generator=g, dtype=torch.float64)  # GQA 2, two decoding queries
+    return q, k, v
+
+
+@pytest.mark.parametrize("backend", ["auto", "reference", "mask"])
+@pytest.mark.parametrize("selector", ["radar", "oracle", "stream"])
+def test_fp64_attention_over_selection_matches_fp64_brute_force(selector, backend):
+    q, k, v = _cache64()
+    idx = RadarIndex(RadarConfig(target_tokens=24, recent_window=8, selector=selector), 16).add(k)
+    sel = idx.search(q)
+    assert sel.attended < k.shape[2]  # the budget really restricts
+    want = _brute_attention64(q, k, v, sel.mask())
+    for index in (sel, idx):  # a precomputed selection, and the index searched inside radar_attention
+        out = radar_attention(q, k, v, index, backend=backend)
+        assert out.dtype == torch.float64
+        torch.testing.assert_close(out, want, atol=1e-12, rtol=0)
+    keep = torch.ones(2, 1, 1, k.shape[2], dtype=torch.bool)
+    keep[1, ..., :40] = False  # left padding of the second sequence
+    out = radar_attention(q, k, v, sel, backend=backend, key_mask=keep)
+    assert out.dtype == torch.float64
+    torch.testing.assert_close(out, _brute_attention64(q, k, v, sel.mask() & keep), atol=1e-12, rtol=0)
+
+
+def test_fp64_search_scores_recall_and_omega_stay_fp64():
+    from iclr25.llm.radar import feature_logits, gqa_segment_scores, segment_mass
+
+    q, k, _ = _cache64()
+    d, c, n_seg = 16, 7, 42
+    s = q.unflatten(1, (2, 2)) @ k[:, :, None, : n_seg * c].transpose(-1, -2) / math.sqrt(d)
+    w = torch.exp(s - s.amax(-1, keepdim=True)).unflatten(-1, (n_seg, c)).mean(-1).flatten(1, 2)
+    mass = segment_mass(q, k.repeat_interleave(2, 1), c, n_seg)  # the oracle's scores
+    assert mass.dtype == torch.float64
+    torch.testing.assert_close(mass, w, atol=1e-14, rtol=1e-12)
+    mask = torch.rand(2, 2, 2, k.shape[2], generator=torch.Generator().manual_seed(11)) > 0.5
+    p = torch.softmax(q.unflatten(1, (2, 2)) @ k[:, :, None].transpose(-1, -2) / math.sqrt(d), -1).flatten(1, 2)
+    rec = attention_recall(q, k, mask)
+    assert rec.dtype == torch.float64
+    torch.testing.assert_close(rec, (p * mask.repeat_interleave(2, 1)).sum(-1), atol=1e-13, rtol=0)
+    # a float64 Ω given by the caller is used as given, not rounded to fp32
+    omega = torch.randn(d, 64, generator=torch.Generator().manual_seed(12), dtype=torch.float64)
+    idx = RadarIndex(RadarConfig(projection_dim=64, target_tokens=24, recent_window=8), d, omega=omega).add(k)
+    assert idx.omega.dtype == torch.float64 and torch.equal(idx.omega, omega)
+    assert idx.summaries.dtype == torch.float64
+    logits = feature_logits(k[:, :, : idx.n_seg * idx.c], omega)
+    phi = torch.exp(logits - idx.shift) / math.sqrt(logits.shape[-1])
+    torch.testing.assert_close(idx.summaries, phi.unflatten(2, (idx.n_seg, idx.c)).mean(3), atol=1e-14, rtol=1e-12)
+    raw = gqa_segment_scores(q, idx.omega, idx.summaries, d)
+    assert raw.dtype == torch.float64
+    phi_q = torch.exp(feature_logits(q, omega, head_dim=d) - feature_logits(q, omega, head_dim=d).amax(-1, True))
+    want = phi_q / math.sqrt(128) @ idx.summaries.repeat_interleave(2, 1).transpose(-1, -2)
+    torch.testing.assert_close(raw, want, atol=1e-14, rtol=1e-12)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+def test_low_precision_attention_still_computed_in_fp32(dtype):
+    q, k, v = (x.to(dtype) for x in _cache64())
+    sel = RadarIndex(RadarConfig(target_tokens=24, recent_window=8), 16).add(k).search(q)
+    up = [x.float() for x in (q, k, v)]
+    for backend in ("reference", "mask"):
+        out = radar_attention(q, k, v, sel, backend=backend)
+        assert out.dtype == dtype
+        # fp32 inputs give exactly the fp32 computation; bf16/fp16 ones are upcast to it, then rounded
+        assert torch.equal(out, radar_attention(*up, sel, backend=backend).to(dtype))
+    assert attention_recall(q, k, sel).dtype == torch.float32
+
+
+def test_fp64_tinyllama_radar_cache_equals_kvcache():
+    torch.manual_seed(0)
+    cfg = TinyLlamaConfig.preset("nano", vocab_size=64, n_kv_heads=2)
+    model = use_radar(TinyLlama(cfg)).double().eval()
+    ids = torch.randint(0, 64, (2, 40))
+    with torch.no_grad():
+        ref = _decode(model, KVCache(), ids, 8)
+        rc = RadarCache.for_model(RadarConfig(target_tokens=1024, recent_window=4), model)
+        got = _decode(model, rc, ids, 8)
+    assert got.dtype == torch.float64 and rc.selections[0].scored > 0
+    torch.testing.assert_close(got, ref, atol=1e-12, rtol=0)

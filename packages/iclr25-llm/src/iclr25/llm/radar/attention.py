@@ -9,7 +9,7 @@ import torch
 from iclr25.core.triton import Backend, BackendOp
 
 from .index import RadarIndex, Selection
-from .reference import masked_attention
+from .reference import compute_dtype, masked_attention
 
 __all__ = ["GATHER_ATTENTION", "attention_recall", "radar_attention"]
 
@@ -25,9 +25,10 @@ def _gather_reference(
     if key_mask is not None:
         valid = valid & key_mask.gather(-1, idx)
     flat = idx.flatten(2)[..., None]
-    kg = k.gather(2, flat.expand(-1, -1, -1, d)).unflatten(2, idx.shape[2:]).float()  # (B, Hkv, Q, L, d)
-    vg = v.gather(2, flat.expand(-1, -1, -1, v.shape[-1])).unflatten(2, idx.shape[2:]).float()  # v's own dim
-    qg = q.float().unflatten(1, (hkv, hq // hkv))  # (B, Hkv, rep, Q, d)
+    dt = compute_dtype(q, k, v)
+    kg = k.gather(2, flat.expand(-1, -1, -1, d)).unflatten(2, idx.shape[2:]).to(dt)  # (B, Hkv, Q, L, d)
+    vg = v.gather(2, flat.expand(-1, -1, -1, v.shape[-1])).unflatten(2, idx.shape[2:]).to(dt)  # v's own dim
+    qg = q.to(dt).unflatten(1, (hkv, hq // hkv))  # (B, Hkv, rep, Q, d)
     s = torch.einsum("bhrqd,bhqld->bhrql", qg, kg) / math.sqrt(d)
     s = s.masked_fill(~valid[:, :, None], float("-inf"))
     # a query whose every gathered position is masked (padding) gets a zero output, not NaN
@@ -46,6 +47,7 @@ def _gather_triton_limits(q, k, v, sel, key_mask) -> list[str]:
     reasons = []
     ok = (torch.float32, torch.float16, torch.bfloat16)
     for name, x in (("q", q), ("k", k), ("v", v)):
+        # the kernel accumulates in fp32: fp64 would be rounded, so auto leaves it to the torch gather
         if x.dtype not in ok:
             reasons.append(f"the gather-attention kernel takes fp32/fp16/bf16 {name}, got {x.dtype}")
     if q.shape[-1] > 256:
@@ -98,7 +100,8 @@ GATHER_ATTENTION = BackendOp(
     ],
 )
 """Exact attention over a :class:`Selection`, ``(q, k, v, sel, key_mask) -> (B, Hq, Q, d)``: the
-flash-decoding Triton kernel on CUDA, a torch gather + softmax elsewhere."""
+flash-decoding Triton kernel on CUDA (fp32/fp16/bf16), a torch gather + softmax elsewhere and for
+fp64 (softmax in :func:`.reference.compute_dtype`)."""
 
 
 def _check_qkv(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
@@ -149,8 +152,9 @@ def radar_attention(
 
     Returns
     -------
-    (B, Hq, Q, d_v) tensor in ``q``'s dtype. With an empty cache (t = 0), or when ``key_mask``
-    leaves a query no selected token, that query's output is zero.
+    (B, Hq, Q, d_v) tensor in ``q``'s dtype, computed in fp32 (fp64 when an input is fp64). With an
+    empty cache (t = 0), or when ``key_mask`` leaves a query no selected token, that query's output
+    is zero.
     """
     _check_qkv(q, k, v)
     if backend not in BACKENDS:
@@ -202,7 +206,7 @@ def attention_recall(q: torch.Tensor, keys: torch.Tensor, selected: torch.Tensor
 
     Returns
     -------
-    (B, Hq, Q) float32 tensor in [0, 1]
+    (B, Hq, Q) tensor in [0, 1]: float32, float64 for float64 input
     """
     mask = selected.mask() if isinstance(selected, Selection) else selected
     for name, x in (("q", q), ("keys", keys), ("selected", mask)):
@@ -227,5 +231,6 @@ def attention_recall(q: torch.Tensor, keys: torch.Tensor, selected: torch.Tensor
     kk = keys.repeat_interleave(rep, 1) if rep > 1 else keys
     if mask.shape[1] != q.shape[1]:
         mask = mask.repeat_interleave(q.shape[1] // mask.shape[1], 1)
-    p = torch.softmax((q.float() @ kk.float().transpose(-1, -2)) / math.sqrt(q.shape[-1]), -1)
+    dt = compute_dtype(q, keys)
+    p = torch.softmax((q.to(dt) @ kk.to(dt).transpose(-1, -2)) / math.sqrt(q.shape[-1]), -1)
     return (p * mask).sum(-1)

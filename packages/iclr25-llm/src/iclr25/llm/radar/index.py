@@ -22,7 +22,7 @@ import torch
 from iclr25.core.triton import Backend, BackendOp
 
 from .config import RadarConfig
-from .reference import feature_logits, gqa_segment_scores, segment_mass
+from .reference import compute_dtype, feature_logits, gqa_segment_scores, segment_mass
 
 __all__ = ["SEGMENT_SCORES", "RadarIndex", "Selection"]
 
@@ -154,7 +154,8 @@ class RadarIndex:
         Where Ω lives (it follows the keys on first ``add`` otherwise).
     omega : (head_dim, D) tensor, optional
         Share one projection across layers (the official code's choice); drawn from ``cfg.seed``
-        when None.
+        (in fp32) when None. Stored in fp32, or fp64 when given in fp64; features are computed in
+        the keys' and queries' dtype, at least fp32.
 
     Examples
     --------
@@ -184,7 +185,9 @@ class RadarIndex:
             raise ValueError(
                 f"omega must be a ({head_dim}, {n_feat}) tensor; got {tuple(getattr(omega, 'shape', ())) or omega!r}"
             )
-        self.omega = omega.float().to(device) if device is not None else omega.float()
+        # a caller's fp64 Ω is kept: rounding it to fp32 would put fp32 error into fp64 scores
+        omega = omega.to(compute_dtype(omega))
+        self.omega = omega.to(device) if device is not None else omega
         self._gen = torch.Generator().manual_seed(cfg.seed + 1)
         self.keys: torch.Tensor | None = None
         self.c = 0
@@ -385,7 +388,10 @@ class RadarIndex:
             scores = torch.rand(b, hkv, nq, self.n_seg, generator=self._gen).to(dev)
         else:
             if cfg.selector == "radar":
-                raw = SEGMENT_SCORES(queries.detach(), self.omega, self.summaries, self.head_dim, backend=backend)
+                # Ω in the queries' compute dtype: fp32 queries keep the fused kernel's fp32 contract
+                # even under a caller's fp64 Ω, fp64 ones score in fp64 (the kernel refuses them)
+                omega = self.omega.to(compute_dtype(queries))
+                raw = SEGMENT_SCORES(queries.detach(), omega, self.summaries, self.head_dim, backend=backend)
             else:  # oracle: exact per-segment attention mass
                 keys = self.keys.repeat_interleave(rep, 1) if rep > 1 else self.keys
                 raw = segment_mass(queries, keys, self.c, self.n_seg)

@@ -9,6 +9,7 @@ import math
 import torch
 
 __all__ = [
+    "compute_dtype",
     "feature_logits",
     "feature_map",
     "gqa_segment_scores",
@@ -16,6 +17,19 @@ __all__ = [
     "segment_mass",
     "segment_scores",
 ]
+
+
+def compute_dtype(*xs: torch.Tensor) -> torch.dtype:
+    """The dtype Radar computes in: the widest input dtype, at least fp32.
+
+    bf16/fp16 scores and softmaxes are upcast to fp32 on purpose (their exponentials overflow or
+    lose the ranking), while fp64 inputs must stay fp64: rounding them to fp32 would make a float64
+    model differ from its own exact attention by ~1e-7 instead of ~1e-15.
+    """
+    dtype = torch.float32
+    for x in xs:
+        dtype = torch.promote_types(dtype, x.dtype)
+    return dtype
 
 
 def feature_logits(x: torch.Tensor, omega: torch.Tensor, *, head_dim: int | None = None) -> torch.Tensor:
@@ -32,7 +46,7 @@ def feature_logits(x: torch.Tensor, omega: torch.Tensor, *, head_dim: int | None
     -------
     (..., 2D) fp32 tensor (fp64 for fp64 input)
     """
-    dtype = torch.float64 if x.dtype == torch.float64 else torch.float32
+    dtype = compute_dtype(x)
     d = x.shape[-1] if head_dim is None else head_dim
     xt = x.to(dtype) * d**-0.25
     u = xt @ omega.to(dtype)
@@ -135,9 +149,10 @@ def segment_mass(q: torch.Tensor, keys: torch.Tensor, c: int, n_seg: int) -> tor
 
     Returns
     -------
-    (B, H, Q, n_seg) float32 tensor
+    (B, H, Q, n_seg) tensor in :func:`compute_dtype` (fp32, or fp64 for fp64 input)
     """
-    s = (q.float() @ keys[:, :, : n_seg * c].float().transpose(-1, -2)) / math.sqrt(q.shape[-1])
+    dt = compute_dtype(q, keys)
+    s = (q.to(dt) @ keys[:, :, : n_seg * c].to(dt).transpose(-1, -2)) / math.sqrt(q.shape[-1])
     w = torch.exp(s - s.amax(-1, keepdim=True))
     return w.unflatten(-1, (n_seg, c)).mean(-1)
 
@@ -153,14 +168,15 @@ def masked_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: to
 
     Returns
     -------
-    (B, Hq, Q, d) tensor in ``q``'s dtype (softmax in fp32)
+    (B, Hq, Q, d) tensor in ``q``'s dtype (softmax in :func:`compute_dtype`: fp32, fp64 for fp64 input)
     """
     rep = q.shape[1] // k.shape[1]
     kk = k.repeat_interleave(rep, 1) if rep > 1 else k
     vv = v.repeat_interleave(rep, 1) if rep > 1 else v
     if mask.shape[1] != q.shape[1]:
         mask = mask.repeat_interleave(rep, 1)
-    s = (q.float() @ kk.float().transpose(-1, -2)) / math.sqrt(q.shape[-1])
+    dt = compute_dtype(q, k, v)
+    s = (q.to(dt) @ kk.to(dt).transpose(-1, -2)) / math.sqrt(q.shape[-1])
     s = s.masked_fill(~mask, float("-inf"))
     p = torch.softmax(s, dim=-1)
-    return (p @ vv.float()).to(q.dtype)
+    return (p @ vv.to(dt)).to(q.dtype)
