@@ -83,7 +83,19 @@ def test_reproduce_prints_table_and_writes_results(recorder, tmp_path):
     assert "report" in next(line for line in out.splitlines() if line.startswith("speed"))
     assert recorder.calls == [{"quick": True, "device": torch.device("cpu"), "seed": 5, "out": tmp_path}]
     doc = json.loads((tmp_path / "results.json").read_text())
-    assert set(doc) == {"slug", "title", "quick", "device", "seed", "seconds", "versions", "claims", "extra"}
+    assert set(doc) == {
+        "slug",
+        "title",
+        "quick",
+        "device",
+        "seed",
+        "seconds",
+        "versions",
+        "platform",
+        "claims",
+        "extra",
+    }
+    assert doc["platform"]["torch_cpu_capability"] == torch.backends.cpu.get_cpu_capability()
     assert (doc["slug"], doc["title"], doc["quick"], doc["device"], doc["seed"]) == (
         "fixture_paper",
         "A Fixture Paper",
@@ -412,3 +424,27 @@ def test_versions_record_installed_figure_dependencies():
         else:
             assert found[dist] == expected
     assert found["iclr25-core"] == metadata.version("iclr25-core")
+
+
+def test_platform_records_the_loaded_cpu_kernels(monkeypatch):
+    import os
+    import sys
+
+    import numpy  # noqa: F401  (loads NumPy's BLAS, which threadpoolctl then reports)
+    import threadpoolctl
+
+    monkeypatch.setenv("OPENBLAS_CORETYPE", "Haswell")
+    monkeypatch.delenv("ATEN_CPU_CAPABILITY", raising=False)
+    info = experiments.platform_info("cpu")
+    assert info["env"]["OPENBLAS_CORETYPE"] == "Haswell" and "ATEN_CPU_CAPABILITY" not in info["env"]
+    assert info["cpu_count"] == os.cpu_count() and info["torch_threads"] == torch.get_num_threads()
+    assert info["torch_cpu_capability"] == torch.backends.cpu.get_cpu_capability()
+    libs = threadpoolctl.threadpool_info()
+    assert len(info["blas"]) == len(libs) > 0
+    for lib in libs:  # e.g. "openblas 0.3.23.dev SkylakeX": the kernel family decides the rounding
+        if lib.get("architecture"):
+            assert any(entry.startswith(lib["internal_api"]) and lib["architecture"] in entry for entry in info["blas"])
+    assert "gpu" not in info
+    json.dumps(info)  # goes into results.json as is
+    monkeypatch.setitem(sys.modules, "threadpoolctl", None)  # not installed: recorded as unknown, no crash
+    assert experiments.platform_info()["blas"] is None

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import os
 import platform
 import time
 from collections.abc import Callable, Mapping
@@ -182,6 +183,7 @@ class Experiment:
             "seed": int(seed),
             "seconds": round(seconds, 3),
             "versions": versions(),
+            "platform": platform_info(device),
             "claims": rows,
             "extra": dict(outcome.extra),
         }
@@ -224,6 +226,67 @@ def versions() -> dict[str, str]:
         if name.startswith("iclr25-"):
             found[name] = dist.version
     return dict(sorted(found.items()))
+
+
+# Environment variables that change which CPU kernels run (and so the last bits of every float
+# result): set by a user who wants figures recorded on another host, recorded when set.
+KERNEL_SELECTION_VARIABLES = (
+    "ATEN_CPU_CAPABILITY",
+    "CUBLAS_WORKSPACE_CONFIG",
+    "MKL_CBWR",
+    "MKL_ENABLE_INSTRUCTIONS",
+    "MKL_NUM_THREADS",
+    "NPY_DISABLE_CPU_FEATURES",
+    "OMP_NUM_THREADS",
+    "OPENBLAS_CORETYPE",
+    "OPENBLAS_NUM_THREADS",
+)
+
+
+def _cpu_model() -> str:
+    with contextlib.suppress(OSError), open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+        for line in f:
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    return platform.processor() or platform.machine()
+
+
+def platform_info(device: Any = None) -> dict[str, Any]:
+    """The host facts a reproduction's figures can depend on, for results.json.
+
+    Seeded runs repeat bit for bit on one host, but BLAS libraries and torch pick CPU kernels by
+    instruction set at load time: NumPy's OpenBLAS runs different kernels on an AVX-512 host
+    ("SkylakeX") and on an AVX2 one ("Haswell"), which round differently, and chaotic training loops
+    (ARS on MuJoCo, for one) turn that into different returns. Recording the kernels lets a reader
+    tell a code change from a host change. Returns ``machine``, ``system``, ``cpu``, ``cpu_count``,
+    ``torch_threads``, ``torch_cpu_capability``, ``blas`` (the BLAS/OpenMP libraries loaded in this
+    process as ``"internal_api version architecture"`` when ``threadpoolctl`` can inspect them),
+    ``env`` (the :data:`KERNEL_SELECTION_VARIABLES` that are set) and, for a CUDA ``device``, ``gpu``.
+    """
+    import torch
+
+    info: dict[str, Any] = {
+        "machine": platform.machine(),
+        "system": platform.system(),
+        "cpu": _cpu_model(),
+        "cpu_count": os.cpu_count(),
+        "torch_threads": torch.get_num_threads(),
+        "torch_cpu_capability": torch.backends.cpu.get_cpu_capability(),
+    }
+    try:
+        import threadpoolctl
+    except ImportError:  # optional: without it the BLAS kernels go unrecorded
+        info["blas"] = None
+    else:
+        info["blas"] = sorted(
+            " ".join(str(lib[k]) for k in ("internal_api", "version", "architecture") if lib.get(k))
+            for lib in threadpoolctl.threadpool_info()
+        )
+    info["env"] = {k: os.environ[k] for k in KERNEL_SELECTION_VARIABLES if k in os.environ}
+    dev = torch.device(device) if isinstance(device, (str, torch.device)) else None
+    if dev is not None and dev.type == "cuda" and torch.cuda.is_available():
+        info["gpu"] = torch.cuda.get_device_name(dev)
+    return info
 
 
 class Registry:
