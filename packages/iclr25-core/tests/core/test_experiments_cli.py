@@ -448,3 +448,19 @@ def test_platform_records_the_loaded_cpu_kernels(monkeypatch):
     json.dumps(info)  # goes into results.json as is
     monkeypatch.setitem(sys.modules, "threadpoolctl", None)  # not installed: recorded as unknown, no crash
     assert experiments.platform_info()["blas"] is None
+
+
+def test_env_prints_versions_and_platform(monkeypatch):
+    for name in experiments.KERNEL_SELECTION_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("MKL_ENABLE_INSTRUCTIONS", "AVX2")
+    code, out, _ = run_cli("env")
+    assert code == 0
+    lines = out.splitlines()
+    assert lines[0] == "versions:" and "platform:" in lines
+    assert any(line.split()[:2] == ["torch_cpu_capability", torch.backends.cpu.get_cpu_capability()] for line in lines)
+    assert any(line.split() == ["env", "MKL_ENABLE_INSTRUCTIONS=AVX2"] for line in lines)
+    code, out, _ = run_cli("env", "--json")
+    doc = json.loads(out)
+    assert code == 0 and doc["versions"] == experiments.versions()
+    assert doc["platform"]["env"] == {"MKL_ENABLE_INSTRUCTIONS": "AVX2"}

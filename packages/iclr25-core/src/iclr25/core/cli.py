@@ -1,4 +1,4 @@
-"""The ``iclr25`` command: list papers, show a card, run reproductions.
+"""The ``iclr25`` command: list papers, show a card, report the environment, run reproductions.
 
 Exit codes: 0 success (every gated claim held); 1 a gated claim did not hold or an experiment
 failed; 2 usage error (unknown slug, bad device, unwritable output, malformed card). Usage errors
@@ -43,6 +43,11 @@ def _parser() -> argparse.ArgumentParser:
     p_info = sub.add_parser("info", help="one paper's card: paper, arXiv id, module, claims, status")
     p_info.add_argument("slug")
     p_info.add_argument("--json", action="store_true", help="print the card as JSON")
+
+    p_env = sub.add_parser(
+        "env", help="versions and host facts that can move a reproduction's figures (paste into bug reports)"
+    )
+    p_env.add_argument("--json", action="store_true", help="print them as JSON")
 
     p_rep = sub.add_parser("reproduce", help="run small-scale reproductions and compare with the paper")
     p_rep.add_argument("slugs", nargs="*", metavar="SLUG", help="papers to reproduce")
@@ -182,6 +187,26 @@ def _cmd_info(args: argparse.Namespace, out: TextIO) -> int:
     return EXIT_OK
 
 
+def _cmd_env(args: argparse.Namespace, out: TextIO) -> int:
+    import numpy  # noqa: F401  (loads NumPy's BLAS so that its kernel family is reported)
+
+    from .experiments import platform_info, versions
+
+    doc = {"versions": versions(), "platform": platform_info()}
+    if args.json:
+        print(json.dumps(doc, indent=2), file=out)
+        return EXIT_OK
+    for section, values in doc.items():
+        print(f"{section}:", file=out)
+        for key, value in values.items():
+            if isinstance(value, dict):
+                value = " ".join(f"{k}={v}" for k, v in value.items()) or "(none set)"
+            elif isinstance(value, list):
+                value = "; ".join(value) or "(none loaded)"
+            print(f"  {key:<22}{value if value is not None else 'unknown'}", file=out)
+    return EXIT_OK
+
+
 def _cmd_reproduce(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from .experiments import registry
 
@@ -294,6 +319,8 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None, err: Text
             return _cmd_list(args, out)
         if args.command == "info":
             return _cmd_info(args, out)
+        if args.command == "env":
+            return _cmd_env(args, out)
         return _cmd_reproduce(args, out, err)
     except UsageError as exc:
         print(f"iclr25 {args.command}: error: {exc}", file=err)
