@@ -181,3 +181,47 @@ def test_half_precision_is_upcast_and_cast_back():
     out = lat.quantize(y.half())
     assert out.dtype == torch.float16
     assert torch.equal(out, lat.quantize(y.half().float()).half())
+
+
+@pytest.mark.parametrize(
+    "name", ["Z3", "D4", "D5*", "A1", "A2", "A3", "A6", "E8", "BW16", "Leech", "A2^3", "D4^2", "E8^2"]
+)
+def test_integer_model_is_the_lattice_and_decodes_to_a_nearest_point(name):
+    lat = lattice(name, slow_ok=True)
+    model = lat.integer_model
+    b = torch.as_tensor(np.kron(np.eye(model.blocks), model.basis))
+    gram, gram_g = b @ b.T, lat.G @ lat.G.T
+    c2 = float(gram.trace() / gram_g.trace())
+    assert torch.allclose(gram.double(), c2 * gram_g, atol=1e-9)  # same coefficients, same geometry
+    count = 16 if name == "Leech" else 400
+    den = 1009  # targets u/den·G: generic points, with ties between equidistant points possible
+    u = torch.randint(-5 * den, 5 * den, (count, lat.dim), generator=torch.Generator().manual_seed(9))
+    w = model.coords(model.nearest(model.points(u), den))
+    t = (u.double() / den) @ lat.G
+    d_model = (t - lat.points(w, dtype=torch.float64)).square().sum(-1)
+    d_float = (t - lat.quantize(t)).square().sum(-1)
+    assert torch.allclose(d_model, d_float, atol=1e-9)
+    # translation-equivariant exactly: shifting the target by a lattice point shifts the result
+    s = torch.randint(-3, 4, (count, lat.dim), generator=torch.Generator().manual_seed(10))
+    assert torch.equal(model.coords(model.nearest(model.points(u + den * s), den)), w + s)
+
+
+def test_integer_coset_decoder_falls_back_to_lexicographic_ties(monkeypatch):
+    # A zero functional ties every equidistant candidate, so only the lexicographic rule decides:
+    # the result must still be a nearest point and exactly translation-equivariant.
+    from iclr25.compress.ltc import lattices
+
+    def zero(n, device, dtype):
+        return torch.zeros(n, device=device, dtype=dtype)
+
+    monkeypatch.setattr(lattices, "_generic_direction", zero)
+    lat = lattice("E8")
+    model = lat.integer_model
+    den = 2  # half-lattice targets: many ties between the D8 and D8 + ½ cosets
+    u = torch.randint(-6, 7, (2000, 8), generator=torch.Generator().manual_seed(12))
+    w = model.coords(model.nearest(model.points(u), den))
+    t = (u.double() / den) @ lat.G
+    d_model = (t - lat.points(w, dtype=torch.float64)).square().sum(-1)
+    assert torch.allclose(d_model, (t - lat.quantize(t)).square().sum(-1), atol=1e-9)
+    s = torch.randint(-3, 4, (2000, 8), generator=torch.Generator().manual_seed(13))
+    assert torch.equal(model.coords(model.nearest(model.points(u + den * s), den)), w + s)

@@ -1,5 +1,6 @@
 """Nested-lattice (Voronoi) codes."""
 
+import itertools
 import math
 
 import pytest
@@ -45,3 +46,74 @@ def test_bad_messages():
         code.decode(torch.full((1, 8), 4))
     with pytest.raises(TypeError, match="integer"):
         code.decode(torch.zeros(1, 8))
+
+
+# ------------------------------------------------------------------ boundary points of the coarse cell
+def test_a3_boundary_point_round_trips_or_is_overloaded():
+    # λ = −b₁ = −(e₁ − e₂) is on the boundary of 2V (λ/2 is equidistant from 0 and −b₁). Either λ is
+    # the representative of its coset and decodes to itself, or it is reported overloaded; the
+    # float tie-break used to report it in the cell and decode its coset to +b₁.
+    lat = lattice("A3")
+    code = VoronoiCode(lat, q=2)
+    lam = lat.points(torch.tensor([[-1, 0, 0]]), dtype=torch.float64)
+    back = code.decode(code.encode(lam), dtype=torch.float64)
+    assert bool(code.overloaded(lam)) or torch.equal(back, lat.quantize(lam))
+    # exactly one of ±b₁ is the representative of the coset
+    both = torch.cat([lam, -lam])
+    assert int((~code.overloaded(both)).sum()) == 1
+
+
+def _short_vectors(lat, k: int = 1) -> torch.Tensor:
+    """Integer coefficient vectors: all of {−k..k}ⁿ \\ {0} for small n, else ±eᵢ ± eⱼ."""
+    n = lat.dim
+    if n <= 4:
+        v = torch.tensor(list(itertools.product(range(-k, k + 1), repeat=n)), dtype=torch.int64)
+        return v[v.abs().sum(-1) > 0]
+    eye = torch.eye(n, dtype=torch.int64)
+    pairs = [s * eye[i] + t * eye[j] for i, j in itertools.combinations(range(n), 2) for s in (-1, 1) for t in (-1, 1)]
+    return torch.cat([eye, -eye, torch.stack(pairs)])
+
+
+_BOUNDARY_CASES = [
+    (name, q)
+    for name in ("Z3", "D3", "D4", "D4*", "A1", "A2", "A3", "A4", "A5", "E8", "D4^2", "A2^2", "A3^2", "D3*^2")
+    for q in (2, 3, 4, 5, 6)
+]
+
+
+@pytest.mark.parametrize(("name", "q"), _BOUNDARY_CASES)
+def test_every_coset_has_one_representative_that_round_trips_bitwise(name, q):
+    lat = lattice(name)
+    code = VoronoiCode(lat, q=q)
+    n = lat.dim
+    if q**n <= 4096:
+        m = torch.tensor(list(itertools.product(range(q), repeat=n)), dtype=torch.int64)
+    else:
+        m = torch.randint(0, q, (1024, n), generator=torch.Generator().manual_seed(3))
+    rep = code.decode(m, dtype=torch.float64)
+    assert torch.equal(code.encode(rep), m)
+    assert not bool(code.overloaded(rep).any())
+    assert torch.equal(lat.quantize(rep), rep)  # bitwise a quantizer output
+    # the other points of each coset, rep + q·v, on and off the cell boundary, are all overloaded,
+    # decode to the representative, and none is shorter than it (it lies in the coarse cell qV)
+    v = _short_vectors(lat)
+    z = (lat.coords(rep).unsqueeze(1) + q * v).reshape(-1, n)
+    other = lat.quantize(lat.points(z, dtype=torch.float64))
+    assert bool(code.overloaded(other).all())
+    back = code.decode(code.encode(other), dtype=torch.float64)
+    assert torch.equal(back, rep.repeat_interleave(len(v), 0))
+    assert bool((back.square().sum(-1) <= other.square().sum(-1) + 1e-9).all())
+
+
+@pytest.mark.parametrize("name", ["A2", "A3", "A5", "D4", "E8", "D4^2"])
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+def test_random_latents_round_trip_bitwise_unless_overloaded(name, dtype):
+    lat = lattice(name)
+    code = VoronoiCode(lat, q=4)
+    y = (1.2 * torch.randn(4000, lat.dim, generator=torch.Generator().manual_seed(11), dtype=torch.float64)).to(dtype)
+    ok = ~code.overloaded(y)
+    assert bool(ok.any()) and not bool(ok.all())
+    dec = code.decode(code.encode(y), dtype=dtype)
+    y_hat = lat.quantize(y)
+    assert torch.equal(dec[ok], y_hat[ok])
+    assert not bool((dec == y_hat).all(-1)[~ok].any())

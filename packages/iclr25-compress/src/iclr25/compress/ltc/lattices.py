@@ -19,8 +19,20 @@ Decoders
 * Products ``X^k`` decode each factor independently.
 
 Ties are broken *translation-equivariantly* (rounding half up, and between equidistant candidates
-by a fixed generic linear functional of ``y − p``), so ``Q(y + λ) = Q(y) + λ`` holds exactly for
-every ``λ ∈ Λ``. Nested-lattice (Voronoi) codes rely on this.
+by a fixed generic linear functional of ``y − p``), so ``Q(y + λ) = Q(y) + λ`` holds for every
+``λ ∈ Λ`` in exact arithmetic.
+
+Exact integer models
+--------------------
+In floating point that equivariance is not exact for irrational generators (``Aₙ`` through the
+Helmert basis, ``A2``, and products, whose factors are rescaled to unit volume by ``det^{−1/n}``):
+``λ/q`` for ``λ`` on the boundary of ``qV`` lands on either side of a tie depending on rounding.
+Each lattice therefore also carries an :class:`IntegerModel`: the same lattice, rotated and
+rescaled into ``Z^N`` with the same integer coefficients ``z``, and a nearest-point decoder of
+``x/den`` for integer ``x, den``: the decoders above, run on int64 numerators (distances and
+rounding errors compared exactly, ties broken by the same rules as functions of the exact residual).
+Voronoi codes reduce modulo ``qΛ`` with it, so boundary points are resolved identically however
+they were reached.
 """
 
 from __future__ import annotations
@@ -35,11 +47,12 @@ from fractions import Fraction
 import numpy as np
 import torch
 
-__all__ = ["LATTICE_NAMES", "Lattice", "golay_codewords", "lattice", "nsm", "reed_muller_1_4"]
+__all__ = ["LATTICE_NAMES", "IntegerModel", "Lattice", "golay_codewords", "lattice", "nsm", "reed_muller_1_4"]
 
 LATTICE_NAMES = ("Z", "Dn", "Dn*", "An", "A2", "E8", "BW16", "Leech", "<name>^k")
 
 Decoder = Callable[[torch.Tensor], torch.Tensor]
+IntDecoder = Callable[[torch.Tensor, int], torch.Tensor]
 
 
 # --------------------------------------------------------------------------- elementary decoders
@@ -119,6 +132,144 @@ def coset_decode(y: torch.Tensor, shifts: torch.Tensor, base: Decoder) -> torch.
     key = torch.where(dist <= dmin + tol, key, torch.full_like(key, float("inf")))
     idx = key.argmin(-1)
     return cand[torch.arange(y.shape[0], device=y.device), idx]
+
+
+# --------------------------------------------------------------------------- exact integer decoders
+# Each takes int64 numerators ``x: (..., N)`` and a positive int ``den`` and returns the int64 nearest
+# point to ``x / den``, following the float decoder above on the exact rational input.
+def _round_half_up_int(x: torch.Tensor, den: int) -> torch.Tensor:
+    return torch.div(2 * x + den, 2 * den, rounding_mode="floor")
+
+
+def decode_z_int(x: torch.Tensor, den: int) -> torch.Tensor:
+    """Nearest point of ``Zⁿ`` to ``x / den`` (int64)."""
+    return _round_half_up_int(x, den)
+
+
+def decode_d_int(x: torch.Tensor, den: int) -> torch.Tensor:
+    """Nearest point of ``Dₙ`` to ``x / den`` (int64), ties as :func:`decode_d`."""
+    f = _round_half_up_int(x, den)
+    err = x - den * f  # den × rounding error: exact, so ties need no tolerance
+    odd = torch.remainder(f.sum(-1), 2) != 0
+    k = err.abs().argmax(-1, keepdim=True)  # the first of equal errors, as decode_d
+    ek = err.gather(-1, k)
+    step = torch.where(ek >= 0, torch.ones_like(ek), -torch.ones_like(ek))
+    return torch.where(odd.unsqueeze(-1), f.scatter_add(-1, k, step), f)
+
+
+def decode_a_int(x: torch.Tensor, den: int) -> torch.Tensor:
+    """Nearest point of ``Aₙ`` to ``x / den`` (int64, ``Σx = 0``), ties as :func:`decode_a`."""
+    f = _round_half_up_int(x, den)
+    delta = f.sum(-1, keepdim=True)
+    err = x - den * f
+    m = x.shape[-1]
+    order = torch.argsort(err, dim=-1, stable=True)
+    rank = torch.empty_like(order)
+    rank.scatter_(-1, order, torch.arange(m, device=x.device).expand_as(order))
+    down = (delta > 0) & (rank < delta)
+    up = (delta < 0) & (rank >= m + delta)
+    return f - down.to(f.dtype) + up.to(f.dtype)
+
+
+def coset_decode_int(x: torch.Tensor, den: int, shifts: torch.Tensor, base: IntDecoder) -> torch.Tensor:
+    """Nearest point of ``∪_k (shifts[k] + L)`` to ``x / den``; ``x``: ``(B, N)``, ``shifts``: ``(K, N)`` int64.
+
+    Distances are compared exactly. Equidistant candidates are resolved as in :func:`coset_decode`
+    (the generic functional of the residual ``x − den·p``), then, should two keys round to the same
+    float, by the lexicographically smallest residual. Both depend on the residual alone, which is
+    exactly invariant under translations, so the decoder is exactly translation-equivariant.
+    """
+    cand = base(x.unsqueeze(1) - den * shifts, den) + shifts  # (B, K, N)
+    resid = x.unsqueeze(1) - den * cand
+    dist = resid.square().sum(-1)
+    alive = dist == dist.min(-1, keepdim=True).values
+    key = resid.double() @ _generic_direction(x.shape[-1], x.device, torch.float64)
+    key = key.masked_fill(~alive, float("inf"))
+    alive &= key == key.min(-1, keepdim=True).values
+    rows = (alive.sum(-1) > 1).nonzero().squeeze(-1)
+    if rows.numel():  # only rows whose keys rounded equal (the Leech lattice has 8192 candidates)
+        sub, big = alive[rows], torch.iinfo(torch.int64).max
+        for i in range(x.shape[-1]):
+            r = resid[rows, :, i].masked_fill(~sub, big)
+            sub &= r == r.min(-1, keepdim=True).values
+        alive[rows] = sub
+    idx = alive.to(torch.uint8).argmax(-1)  # distinct candidates have distinct residuals: one is left
+    return cand[torch.arange(x.shape[0], device=x.device), idx]
+
+
+def _left_inverse(basis: np.ndarray) -> tuple[np.ndarray, int]:
+    """``(C, d)`` with integer ``C`` and ``(zB) C = d·z`` for every ``z`` (exact, via ``Bᵀ(BBᵀ)⁻¹``)."""
+    b = [[Fraction(int(v)) for v in row] for row in basis]
+    n = len(b)
+    gram = [[sum(x * y for x, y in zip(b[i], b[j], strict=True)) for j in range(n)] for i in range(n)]
+    aug = [gram[i] + [Fraction(int(i == j)) for j in range(n)] for i in range(n)]
+    for col in range(n):  # Gauss–Jordan; the Gram matrix is positive definite, so pivots are non-zero
+        piv = next(r for r in range(col, n) if aug[r][col] != 0)
+        aug[col], aug[piv] = aug[piv], aug[col]
+        p = aug[col][col]
+        aug[col] = [v / p for v in aug[col]]
+        for r in range(n):
+            if r != col and aug[r][col] != 0:
+                f = aug[r][col]
+                aug[r] = [v - f * w for v, w in zip(aug[r], aug[col], strict=True)]
+    inv = [row[n:] for row in aug]
+    left = [[sum(b[k][i] * inv[k][j] for k in range(n)) for j in range(n)] for i in range(len(b[0]))]
+    d = math.lcm(*(v.denominator for row in left for v in row))
+    return np.array([[int(v * d) for v in row] for row in left], dtype=np.int64), d
+
+
+class IntegerModel:
+    """A lattice rotated and rescaled into ``Z^N`` as ``{zB : z ∈ Zⁿ}``, with an exact decoder.
+
+    ``z`` are the same coefficients as for :attr:`Lattice.G`, and ``B Bᵀ`` is a multiple of
+    ``G Gᵀ``, so nearest points (and Voronoi cells) correspond. A product ``X^k`` is ``blocks = k``
+    copies of the model of ``X``.
+
+    Parameters
+    ----------
+    basis:
+        ``(n₀, N₀)`` integer basis of one block.
+    decode:
+        Exact nearest-point decoder of one block: ``(x: (B, N₀) int64, den: int) -> (B, N₀) int64``.
+    blocks:
+        Number of independent blocks.
+    """
+
+    def __init__(self, basis: np.ndarray, decode: IntDecoder, blocks: int = 1) -> None:
+        ints = np.rint(basis).astype(np.int64)
+        if not np.array_equal(ints, basis):
+            raise ValueError("the basis of an integer model must be integral")
+        self.basis = ints
+        self.decode_block = decode
+        self.blocks = blocks
+        self._inverse: tuple[np.ndarray, int] | None = None
+
+    def power(self, k: int) -> IntegerModel:
+        """The model of the product of ``k`` copies."""
+        return IntegerModel(self.basis, self.decode_block, self.blocks * k)
+
+    def points(self, z: torch.Tensor) -> torch.Tensor:
+        """``zB``: int64 ``(B, n)`` -> ``(B, N)``."""
+        n0, big_n0 = self.basis.shape
+        zb = z.reshape(-1, n0, 1)
+        # elementwise product-sum: exact, and works where integer matmul does not (CUDA)
+        x = (zb * torch.as_tensor(self.basis, device=z.device)).sum(-2)
+        return x.reshape(z.shape[0], self.blocks * big_n0)
+
+    def nearest(self, x: torch.Tensor, den: int) -> torch.Tensor:
+        """Nearest model point to ``x / den``: int64 ``(B, N)`` -> ``(B, N)``."""
+        big_n0 = self.basis.shape[1]
+        return self.decode_block(x.reshape(-1, big_n0), den).reshape(x.shape)
+
+    def coords(self, p: torch.Tensor) -> torch.Tensor:
+        """Coefficients ``z`` of model points ``p = zB``: int64 ``(B, N)`` -> ``(B, n)``."""
+        if self._inverse is None:
+            self._inverse = _left_inverse(self.basis)
+        c, d = self._inverse
+        big_n0, n0 = c.shape
+        pb = p.reshape(-1, big_n0, 1)
+        num = (pb * torch.as_tensor(c, device=p.device)).sum(-2)
+        return torch.div(num, d, rounding_mode="floor").reshape(p.shape[0], self.blocks * n0)
 
 
 # --------------------------------------------------------------------------- codes
@@ -251,9 +402,18 @@ class Lattice:
         ``(n, n)`` float64 generator matrix with ``|det G| = 1``; rows are basis vectors.
     volume:
         Cell volume, always 1.
+    integer_model:
+        The :class:`IntegerModel` used for exact reductions modulo ``qΛ`` (Voronoi codes), or None.
     """
 
-    def __init__(self, name: str, G0: np.ndarray, decode0: Decoder, shifts0: np.ndarray | None = None) -> None:
+    def __init__(
+        self,
+        name: str,
+        G0: np.ndarray,
+        decode0: Decoder,
+        shifts0: np.ndarray | None = None,
+        integer_model: IntegerModel | None = None,
+    ) -> None:
         self.name = name
         self.dim = int(G0.shape[0])
         det = abs(float(np.linalg.det(G0)))
@@ -265,6 +425,7 @@ class Lattice:
         self._shifts0 = shifts0
         self._cache: dict[tuple, torch.Tensor] = {}
         self.volume = 1.0
+        self.integer_model = integer_model
 
     def __repr__(self) -> str:
         return f"Lattice({self.name!r}, dim={self.dim})"
@@ -431,18 +592,19 @@ class _ProductLattice(Lattice):
             flat = y.reshape(-1, base.dim)
             return base._quantize(flat).reshape(y.shape)
 
-        super().__init__(f"{base.name}^{k}", G0, decode)
+        model = base.integer_model.power(k) if base.integer_model is not None else None
+        super().__init__(f"{base.name}^{k}", G0, decode, integer_model=model)
 
 
 # --------------------------------------------------------------------------- constructors
 def _z(n: int) -> Lattice:
-    return Lattice(f"Z{n}" if n > 1 else "Z", np.eye(n), decode_z)
+    return Lattice(f"Z{n}" if n > 1 else "Z", np.eye(n), decode_z, integer_model=IntegerModel(np.eye(n), decode_z_int))
 
 
 def _d(n: int) -> Lattice:
     if n < 2:
         raise ValueError(f"D_n needs n >= 2, got {n}")
-    return Lattice(f"D{n}", _d_generators(n), decode_d)
+    return Lattice(f"D{n}", _d_generators(n), decode_d, integer_model=IntegerModel(_d_generators(n), decode_d_int))
 
 
 def _d_dual(n: int) -> Lattice:
@@ -454,7 +616,13 @@ def _d_dual(n: int) -> Lattice:
     def decode(y: torch.Tensor) -> torch.Tensor:
         return coset_decode(y, shifts.to(y.device, y.dtype), decode_z)
 
-    return Lattice(f"D{n}*", G0, decode)
+    # doubled to make the model integral: 2Dₙ* = 2Zⁿ ∪ (2Zⁿ + 1)
+    shifts_int = torch.tensor([[0] * n, [1] * n])
+
+    def decode_int(x: torch.Tensor, den: int) -> torch.Tensor:
+        return coset_decode_int(x, den, shifts_int.to(x.device), lambda t, d: 2 * decode_z_int(t, 2 * d))
+
+    return Lattice(f"D{n}*", G0, decode, integer_model=IntegerModel(2 * G0, decode_int))
 
 
 def _a2() -> Lattice:
@@ -470,7 +638,9 @@ def _a2() -> Lattice:
     def decode(y: torch.Tensor) -> torch.Tensor:
         return coset_decode(y, shifts.to(y.device, y.dtype), rect)
 
-    return Lattice("A2", G0, decode)
+    # model: the root lattice {x ∈ Z³ : Σx = 0} in the basis e₀ − e₁, e₀ − e₂ (Gram 2·G0 G0ᵀ)
+    model = IntegerModel(np.array([[1, -1, 0], [1, 0, -1]]), decode_a_int)
+    return Lattice("A2", G0, decode, integer_model=model)
 
 
 def _a(n: int) -> Lattice:
@@ -487,7 +657,7 @@ def _a(n: int) -> Lattice:
         h = Ht.to(y.device, y.dtype)
         return decode_a(y @ h) @ h.T
 
-    return Lattice(f"A{n}", G0, decode)
+    return Lattice(f"A{n}", G0, decode, integer_model=IntegerModel(roots, decode_a_int))
 
 
 def _e8() -> Lattice:
@@ -499,7 +669,13 @@ def _e8() -> Lattice:
     def decode(y: torch.Tensor) -> torch.Tensor:
         return coset_decode(y, shifts.to(y.device, y.dtype), decode_d)
 
-    return Lattice("E8", G0, decode)
+    # doubled to make the model integral: 2E8 = 2D8 ∪ (2D8 + 1)
+    shifts_int = torch.tensor([[0] * 8, [1] * 8])
+
+    def decode_int(x: torch.Tensor, den: int) -> torch.Tensor:
+        return coset_decode_int(x, den, shifts_int.to(x.device), lambda t, d: 2 * decode_d_int(t, 2 * d))
+
+    return Lattice("E8", G0, decode, integer_model=IntegerModel(2 * G0, decode_int))
 
 
 def _bw16() -> Lattice:
@@ -511,7 +687,12 @@ def _bw16() -> Lattice:
     def decode(y: torch.Tensor) -> torch.Tensor:
         return coset_decode(y, shifts.to(y.device, y.dtype), lambda t: 2 * decode_d(t / 2))
 
-    return Lattice("BW16", G0, decode)
+    shifts_int = torch.as_tensor(reed_muller_1_4())
+
+    def decode_int(x: torch.Tensor, den: int) -> torch.Tensor:
+        return coset_decode_int(x, den, shifts_int.to(x.device), lambda t, d: 2 * decode_d_int(t, 2 * d))
+
+    return Lattice("BW16", G0, decode, integer_model=IntegerModel(G0, decode_int))
 
 
 def _rm_generators() -> np.ndarray:
@@ -535,7 +716,17 @@ def _leech() -> Lattice:
             out[i : i + chunk] = coset_decode(y[i : i + chunk], s, lambda t: 4 * decode_d(t / 4))
         return out
 
-    return Lattice("Leech", G0, decode)
+    shifts_int = shifts.round().to(torch.int64)
+
+    def decode_int(x: torch.Tensor, den: int) -> torch.Tensor:
+        s = shifts_int.to(x.device)
+        out = torch.empty_like(x)
+        chunk = 16  # bounds the (chunk, 8192, 24) int64 intermediates
+        for i in range(0, x.shape[0], chunk):
+            out[i : i + chunk] = coset_decode_int(x[i : i + chunk], den, s, lambda t, d: 4 * decode_d_int(t, 4 * d))
+        return out
+
+    return Lattice("Leech", G0, decode, integer_model=IntegerModel(G0, decode_int))
 
 
 _NAME_RE = re.compile(r"^(Z|D|A)(\d*)(\*?)$")

@@ -4,11 +4,13 @@ Encoder: ``m = coords(Q_Λ(y)) mod q ∈ Z_qⁿ`` (exactly ``n·log2 q`` bits, n
 Decoder: ``ŷ = mG − q·Q_Λ(mG / q)``, the representative of ``m`` inside the coarse cell ``qV``.
 Lossless (``ŷ = Q_Λ(y)``) whenever ``Q_Λ(y) ∈ qV``; otherwise the point is *overloaded*.
 
-The reduction runs in the lattice's textbook coordinates (``Λ₀``, before unit-volume scaling) so
-that, for ``q`` a power of two and a rational generator (Zⁿ, Dₙ, Dₙ*, E8, Λ16, Λ24), ``p/q`` is
-exact and points on the boundary of ``qV`` are resolved by the decoder's translation-equivariant
-tie-break, identically in :meth:`VoronoiCode.decode` and :meth:`VoronoiCode.overloaded`. For other
-``q`` or irrational generators a boundary point may decode to another representative of its coset.
+The reduction modulo ``qΛ`` runs on integers, in the lattice's :class:`~.lattices.IntegerModel`:
+the coset of ``z`` is reduced by the exact nearest point of ``zB/q``, whose ties are broken
+translation-equivariantly. On the boundary of ``qV`` (a tie of the coarse quantizer) exactly one
+point of each coset counts as inside, whatever the lattice (``Aₙ`` and unit-volume products have
+irrational generators, where the float quantizer would resolve ``λ/q`` by rounding noise), and
+:meth:`VoronoiCode.decode` and :meth:`VoronoiCode.overloaded` agree on it. Reconstructions are
+rebuilt through the quantizer, so they are bitwise equal to ``Q_Λ(y)`` in the same dtype.
 """
 
 from __future__ import annotations
@@ -22,6 +24,10 @@ from .lattices import Lattice, lattice
 
 __all__ = ["VoronoiCode"]
 
+# Largest nesting ratio whose int64 reductions cannot overflow: the squared residuals summed in the
+# coset decoders are at most ~400·q² (Leech, 24 coordinates of up to 4q).
+_MAX_Q = 2**24
+
 
 class VoronoiCode:
     """Voronoi code of a lattice with nesting ratio ``q``.
@@ -31,7 +37,7 @@ class VoronoiCode:
     lat:
         The fine lattice ``Λ`` (or its name).
     q:
-        Integer nesting ratio ``>= 2``; the coarse lattice is ``qΛ``.
+        Integer nesting ratio in ``[2, 2**24]``; the coarse lattice is ``qΛ``.
     """
 
     def __init__(self, lat: Lattice | str, q: int) -> None:
@@ -40,12 +46,21 @@ class VoronoiCode:
             raise TypeError(f"lat must be a Lattice or a name, got {type(lat).__name__}")
         if isinstance(q, bool) or not isinstance(q, numbers.Real) or q != int(q) or q < 2:
             raise ValueError(f"q must be an integer >= 2, got {q!r}")
+        if q > _MAX_Q:
+            raise ValueError(f"q must be at most 2**24 (exact int64 reduction), got {q!r}")
+        if self.lattice.integer_model is None:
+            raise ValueError(f"lattice {self.lattice.name} has no integer model; build it with lattice()")
         self.q = int(q)
 
     @property
     def bits_per_vector(self) -> float:
         """``n·log2 q``."""
         return self.lattice.dim * math.log2(self.q)
+
+    def _coarse_coords(self, z: torch.Tensor) -> torch.Tensor:
+        """Coefficients ``w`` of ``Q_Λ(zG / q)`` (exact): int64 ``(B, n)`` -> ``(B, n)``."""
+        model = self.lattice.integer_model
+        return model.coords(model.nearest(model.points(z), self.q))
 
     def encode(self, y: torch.Tensor) -> torch.Tensor:
         """Messages ``(..., n)`` int64 in ``[0, q)`` for latents ``y: (..., n)``."""
@@ -61,14 +76,14 @@ class VoronoiCode:
         if m.numel() and (int(m.min()) < 0 or int(m.max()) >= self.q):
             raise ValueError(f"m must lie in [0, {self.q}), got range [{int(m.min())}, {int(m.max())}]")
         lat = self.lattice
-        p0 = m.double() @ lat.G0.to(m.device)
-        flat = p0.reshape(-1, lat.dim)
-        r0 = flat - self.q * lat.decode_unscaled(flat / self.q)
-        return (r0 * lat.scale).reshape(p0.shape).to(dtype)
+        flat = m.reshape(-1, lat.dim).to(torch.int64)
+        z = flat - self.q * self._coarse_coords(flat)
+        # Through the quantizer in the dtype quantize() would use for such latents (half precision
+        # is upcast to float32 there too), so the output is bitwise a quantizer output.
+        work = torch.float64 if dtype == torch.float64 else torch.float32
+        return lat._quantize(lat.points(z, dtype=work)).to(dtype).reshape(m.shape)
 
     def overloaded(self, y: torch.Tensor) -> torch.Tensor:
-        """Boolean ``(...)``: True where ``Q(y)`` falls outside the coarse cell ``qV``."""
-        lat = self.lattice
-        lat.check_input(y)
-        p0 = lat.decode_unscaled(y.double().reshape(-1, lat.dim) / lat.scale)
-        return (lat.decode_unscaled(p0 / self.q) != 0).any(-1).reshape(y.shape[:-1])
+        """Boolean ``(...)``: True where ``Q(y)`` (as :meth:`encode` computes it) falls outside ``qV``."""
+        z = self.lattice.coords(self.lattice.quantize(y)).reshape(-1, self.lattice.dim)
+        return (self._coarse_coords(z) != 0).any(-1).reshape(y.shape[:-1])
