@@ -446,6 +446,12 @@ def test_platform_records_the_loaded_cpu_kernels(monkeypatch):
             assert any(entry.startswith(lib["internal_api"]) and lib["architecture"] in entry for entry in info["blas"])
     assert "gpu" not in info
     json.dumps(info)  # goes into results.json as is
+
+    def broken():
+        raise OSError("cannot dlopen")
+
+    monkeypatch.setattr(threadpoolctl, "threadpool_info", broken)  # a finished run still gets its results.json
+    assert experiments.platform_info()["blas"] == ["not inspectable: OSError: cannot dlopen"]
     monkeypatch.setitem(sys.modules, "threadpoolctl", None)  # not installed: recorded as unknown, no crash
     assert experiments.platform_info()["blas"] is None
 

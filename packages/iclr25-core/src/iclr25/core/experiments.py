@@ -271,17 +271,21 @@ def platform_info(device: Any = None) -> dict[str, Any]:
         "cpu": _cpu_model(),
         "cpu_count": os.cpu_count(),
         "torch_threads": torch.get_num_threads(),
-        "torch_cpu_capability": torch.backends.cpu.get_cpu_capability(),
+        "torch_cpu_capability": getattr(torch.backends.cpu, "get_cpu_capability", lambda: None)(),
     }
     try:
         import threadpoolctl
     except ImportError:  # optional: without it the BLAS kernels go unrecorded
         info["blas"] = None
     else:
-        info["blas"] = sorted(
-            " ".join(str(lib[k]) for k in ("internal_api", "version", "architecture") if lib.get(k))
-            for lib in threadpoolctl.threadpool_info()
-        )
+        try:
+            libs = threadpoolctl.threadpool_info()
+        except Exception as err:  # metadata must not fail a run that has finished
+            info["blas"] = [f"not inspectable: {type(err).__name__}: {err}"]
+        else:
+            info["blas"] = sorted(
+                " ".join(str(lib[k]) for k in ("internal_api", "version", "architecture") if lib.get(k)) for lib in libs
+            )
     info["env"] = {k: os.environ[k] for k in KERNEL_SELECTION_VARIABLES if k in os.environ}
     dev = torch.device(device) if isinstance(device, (str, torch.device)) else None
     if dev is not None and dev.type == "cuda" and torch.cuda.is_available():
