@@ -57,9 +57,13 @@ class BinarizedLinear(nn.Module):
         self.register_load_state_dict_post_hook(_drop_stale_groups)
 
     def _dequantize(self) -> torch.Tensor:
-        W = torch.zeros(self.out_features, self.in_features)
+        # fp32 at least; groups binarized in fp64 (from an fp64 weight) keep their fp64 reconstruction
+        dt = torch.float32
+        for _, g in self.groups or ():
+            dt = torch.promote_types(dt, g.params["alpha"].dtype)
+        W = torch.zeros(self.out_features, self.in_features, dtype=dt)
         for start, g in self.groups or ():
-            W[:, start : start + g.mask.shape[1]] += g.reconstruct().float().cpu()
+            W[:, start : start + g.mask.shape[1]] += g.reconstruct().to(dt).cpu()
         return W
 
     def _groups(self) -> list:

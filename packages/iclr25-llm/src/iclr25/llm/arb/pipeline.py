@@ -79,7 +79,8 @@ def _run_ptq(model: nn.Module, calib_batches: Iterable, quantize_fn, method: str
 
         def hook_for(n):
             def hook(_m, args):
-                x = args[0].detach().float().reshape(-1, args[0].shape[-1])
+                x = args[0].detach()
+                x = x.to(torch.promote_types(x.dtype, torch.float32)).reshape(-1, x.shape[-1])
                 sums[n] = x.t() @ x if sums[n] is None else sums[n] + x.t() @ x
                 counts[n] += x.shape[0]
 

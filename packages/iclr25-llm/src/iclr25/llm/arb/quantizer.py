@@ -25,6 +25,12 @@ log = logging.getLogger(__name__)
 _FP16 = 16
 
 
+def _work_dtype(W: torch.Tensor) -> torch.dtype:
+    # fp32 at least (fp16/bf16 GPTQ updates and Cholesky factors are too coarse); fp64 stays fp64,
+    # as in binarize()
+    return torch.promote_types(W.dtype, torch.float32)
+
+
 @dataclass
 class ARBConfig:
     """Settings of :class:`ARBQuantizer` (defaults: the paper's).
@@ -170,7 +176,7 @@ def _quantile_thresholds(W: torch.Tensor, mask: torch.Tensor, spec) -> torch.Ten
     if vals.numel() == 0:
         return torch.zeros(0, dtype=W.dtype, device=W.device)
     q = torch.linspace(lo, hi, cnt, dtype=vals.dtype, device=W.device)
-    return torch.quantile(vals.float(), q.float()).to(W.dtype)
+    return torch.quantile(vals.to(_work_dtype(vals)), q.to(_work_dtype(vals))).to(W.dtype)
 
 
 def _split(W, base, spec, order, S):
@@ -273,21 +279,21 @@ class ARBQuantizer:
         if H is None:
             if cfg.method == "arb_x":
                 raise ValueError("ARB-X needs calibration inputs: pass H = 2XᵀX/N")
-            H = 2.0 * torch.eye(cols, dtype=torch.float32, device=W.device)
+            H = 2.0 * torch.eye(cols, dtype=_work_dtype(W), device=W.device)
         if not isinstance(H, torch.Tensor) or H.shape != (cols, cols):
             raise ValueError(
                 f"H must be ({cols}, {cols}) for W of shape {tuple(W.shape)}; got {getattr(H, 'shape', H)}"
             )
         if not torch.isfinite(H).all():
             raise ValueError("H contains NaN or Inf")
-        W0 = W.detach().float()
+        W0 = W.detach().to(_work_dtype(W))
         Wc = W0.clone()
-        H = H.detach().to(device=W.device, dtype=torch.float32).clone()
+        H = H.detach().to(device=W.device, dtype=W0.dtype).clone()
         S_full = H / 2.0  # XᵀX/N, undamped: the output-error metric
         dead = torch.diag(H) == 0
         H[dead, dead] = 1.0
         Wc[:, dead] = 0.0
-        H += cfg.percdamp * torch.mean(torch.diag(H)) * torch.eye(cols, device=W.device)
+        H += cfg.percdamp * torch.mean(torch.diag(H)) * torch.eye(cols, device=W.device, dtype=H.dtype)
         L = torch.linalg.cholesky(H)
         Hinv = torch.linalg.cholesky(torch.cholesky_inverse(L), upper=True)
         Q = torch.zeros_like(Wc)
@@ -340,17 +346,18 @@ def pbllm_quantize(
     _rows, cols = W.shape
     if H is not None and not isinstance(H, torch.Tensor):
         raise TypeError(f"H must be a torch.Tensor or None; got {type(H).__name__}")
-    H = 2.0 * torch.eye(cols, device=W.device) if H is None else H.detach().float().clone()
+    dt = _work_dtype(W)
+    H = 2.0 * torch.eye(cols, device=W.device, dtype=dt) if H is None else H.detach().to(dt).clone()
     if H.shape != (cols, cols):
         raise ValueError(f"H must be ({cols}, {cols}); got {tuple(H.shape)}")
     if not torch.isfinite(H).all():
         raise ValueError("H contains NaN or Inf")
-    W0 = W.detach().float()
+    W0 = W.detach().to(dt)
     Wc = W0.clone()
     S_full = H / 2.0
     dead = torch.diag(H) == 0
     H[dead, dead] = 1.0
-    H += percdamp * torch.mean(torch.diag(H)) * torch.eye(cols, device=W.device)
+    H += percdamp * torch.mean(torch.diag(H)) * torch.eye(cols, device=W.device, dtype=dt)
     Hinv = torch.linalg.cholesky(torch.cholesky_inverse(torch.linalg.cholesky(H)), upper=True)
     Q = torch.zeros_like(Wc)
     bits = 0

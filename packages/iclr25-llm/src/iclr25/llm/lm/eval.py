@@ -69,7 +69,8 @@ def _check_ids2d(model: nn.Module, input_ids) -> torch.Tensor:
 
 
 def log_probs(model: nn.Module, input_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Per-token log-probabilities from one forward pass (fp32 log-softmax, gradients kept).
+    """Per-token log-probabilities from one forward pass (log-softmax in fp32, or fp64 for an fp64
+    model; gradients kept).
 
     Parameters
     ----------
@@ -84,7 +85,8 @@ def log_probs(model: nn.Module, input_ids: torch.Tensor) -> tuple[torch.Tensor, 
         The full next-token log-distribution at each position.
     """
     input_ids = _check_ids2d(model, input_ids)
-    logits = _logits(model(input_ids.to(_device(model))))[:, :-1].float()
+    logits = _logits(model(input_ids.to(_device(model))))[:, :-1]
+    logits = logits.to(torch.promote_types(logits.dtype, torch.float32))
     logp = F.log_softmax(logits, dim=-1)
     tgt = input_ids[:, 1:].to(logp.device)
     return logp.gather(-1, tgt.unsqueeze(-1)).squeeze(-1), logp
@@ -154,7 +156,8 @@ def perplexity(
             for i in range(0, len(group), batch_size):
                 chunk = group[i : i + batch_size]
                 ids = torch.stack([tokens[b:e] for b, e, _ in chunk]).to(device)
-                logits = _logits(model(ids[:, :-1])).float()
+                logits = _logits(model(ids[:, :-1]))
+                logits = logits.to(torch.promote_types(logits.dtype, torch.float32))
                 if torch.isnan(logits).any():
                     raise FloatingPointError("model produced NaN logits during perplexity evaluation")
                 nll = F.cross_entropy(logits.transpose(1, 2), ids[:, 1:], reduction="none")  # (b, length-1)

@@ -236,7 +236,7 @@ def fake_quant_per_token(x: torch.Tensor, bits: int, symmetric: bool = True) -> 
     _check_bits(bits)
     if symmetric and bits < 2:
         raise ValueError(f"bits must be >= 2 for the symmetric grid; got {bits}")
-    xf = x.float()
+    xf = x.to(_work_dtype(x))
     if symmetric:
         qmax = 2 ** (bits - 1) - 1
         scale = xf.abs().amax(dim=-1, keepdim=True).clamp(min=1e-8) / qmax

@@ -190,13 +190,14 @@ def capture_inputs(
 
 
 def hessians(model: nn.Module, names: Sequence[str], batches: Iterable) -> dict[str, torch.Tensor]:
-    """GPTQ proxy Hessians ``H = (2/n) Σ x xᵀ`` of each named layer's inputs, accumulated in fp32.
+    """GPTQ proxy Hessians ``H = (2/n) Σ x xᵀ`` of each named layer's inputs, accumulated in fp32
+    (fp64 for fp64 inputs).
 
     Returns
     -------
     dict
-        ``{name: (in_features, in_features) float32 tensor}`` on the model's device; ``n`` counts
-        input rows (batch × sequence).
+        ``{name: (in_features, in_features) float32 tensor}`` (float64 for a float64 model) on the
+        model's device; ``n`` counts input rows (batch × sequence).
     """
     mods = _resolve(model, names)
     sums: dict[str, torch.Tensor] = {}
@@ -204,8 +205,8 @@ def hessians(model: nn.Module, names: Sequence[str], batches: Iterable) -> dict[
 
     def hook_for(n: str):
         def hook(_m, args):
-            x = args[0].detach().float()
-            x = x.reshape(-1, x.shape[-1])
+            x = args[0].detach()
+            x = x.to(torch.promote_types(x.dtype, torch.float32)).reshape(-1, x.shape[-1])
             sums[n] = sums[n] + x.t() @ x if n in sums else x.t() @ x
             counts[n] += x.shape[0]
 

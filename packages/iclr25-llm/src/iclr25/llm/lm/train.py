@@ -138,7 +138,9 @@ def train_lm(
         x, y = next(batches)
         x, y = x.to(device), y.to(device)
         logits = _logits(model(x))
-        loss = nn.functional.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), y.reshape(-1))
+        # fp32 at least (bf16/fp16 losses are too coarse); a float64 model keeps float64
+        logits = logits.to(torch.promote_types(logits.dtype, torch.float32))
+        loss = nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
         if not torch.isfinite(loss):
             raise FloatingPointError(f"training loss became {loss.item()} at step {step}")
         opt.zero_grad(set_to_none=True)

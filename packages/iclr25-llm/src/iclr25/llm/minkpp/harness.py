@@ -131,7 +131,9 @@ def inject_members(
         batch = torch.cat([gen, mem.long()]).to(device)
         out = model(batch[:, :-1])
         logits = out.logits if hasattr(out, "logits") else out
-        loss = nn.functional.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), batch[:, 1:].reshape(-1))
+        # fp32 at least (bf16/fp16 losses are too coarse); a float64 model keeps float64
+        logits = logits.to(torch.promote_types(logits.dtype, torch.float32))
+        loss = nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), batch[:, 1:].reshape(-1))
         if not torch.isfinite(loss):
             raise FloatingPointError(f"loss became {loss.item()} at injection step {step}")
         opt.zero_grad(set_to_none=True)

@@ -6,8 +6,8 @@ For logits ``z`` over the vocabulary at one position and the observed next token
 * ``mu = Σ_v p(v) log p(v)`` (the expected log-probability, i.e. minus the entropy),
 * ``sigma² = Σ_v p(v) (log p(v) − mu)²``.
 
-Everything is computed in float32 whatever the input dtype (``mu`` and ``sigma²`` are sums of
-products of tiny numbers, which bf16/fp16 get badly wrong). Logits equal to ``-inf`` (masked
+Everything is computed in float32 at least (``mu`` and ``sigma²`` are sums of products of tiny
+numbers, which bf16/fp16 get badly wrong); float64 logits stay float64. Logits equal to ``-inf`` (masked
 vocabulary entries) contribute nothing, rather than the ``0 · (−inf) = NaN`` of a naive product.
 """
 
@@ -33,10 +33,10 @@ def token_stats_reference(
 
     Returns
     -------
-    ell, mu, var : (...) float32 tensors
+    ell, mu, var : (...) float32 tensors (float64 for float64 logits)
         ``log p(target)``, ``Σ p log p`` and ``Σ p (log p − mu)²`` (the variance, not its root).
     """
-    logp = F.log_softmax(logits.float(), dim=-1)
+    logp = F.log_softmax(logits.to(torch.promote_types(logits.dtype, torch.float32)), dim=-1)
     p = logp.exp()
     finite = torch.isfinite(logp)
     plogp = torch.where(finite, p * logp, torch.zeros_like(p))

@@ -77,7 +77,7 @@ def token_stats(
     ----------
     logits : (..., V) float tensor
         Next-token logits, already aligned with ``targets`` (``logits[..., i, :]`` predicts
-        ``targets[..., i]``). Accumulated in float32 whatever the dtype.
+        ``targets[..., i]``). Accumulated in float32 at least; float64 stays float64.
     targets : (...) integer tensor
         Observed tokens in ``[0, V)``; same leading shape as ``logits``.
     backend : {"auto", "reference", "triton"}
@@ -85,7 +85,7 @@ def token_stats(
 
     Returns
     -------
-    ell, mu, sigma : (...) float32 tensors
+    ell, mu, sigma : (...) float32 tensors (float64 for float64 logits, whichever backend runs)
         The Min-K%++ token score is ``(ell − mu) / sigma``.
 
     Raises
@@ -248,7 +248,7 @@ def model_token_stats(
 
     Returns
     -------
-    ell, mu, sigma : (batch, n − 1) float32 tensors
+    ell, mu, sigma : (batch, n − 1) float32 tensors (float64 for a float64 model)
         For predicting token ``t + 1`` from tokens ``≤ t``.
     valid : (batch, n − 1) bool tensor
         Whether the predicted token is a real (unpadded) token.
