@@ -190,6 +190,14 @@ class HigherOrderCalibrator:
         probs = _first_order(base_probs).to(torch.float64)
         if probs.shape[1] != self.n_classes_:
             raise ValueError(f"base_probs must have C = {self.n_classes_} classes, got {probs.shape[1]}")
+        return self._assign(probs)
+
+    def _assign(self, probs: Tensor) -> Tensor:
+        """Level sets of ``(n, C)`` float64 first-order predictions that were validated in their own dtype.
+
+        Not re-validated here: the float64 tolerance would reject float32/bf16 inputs that passed the
+        tolerance of their own dtype.
+        """
         if self.bucketer == "argmax_conf":
             conf, cls = probs.max(1)
             edges = self.edges_.to(probs.device)[cls]  # (n, n_bins - 1)
@@ -238,7 +246,7 @@ class HigherOrderCalibrator:
         gen = torch.Generator().manual_seed(self.seed)
         self._fit_buckets(probs, gen)
         c64 = counts.to(device=probs.device, dtype=torch.float64)
-        ids = self.bucket_ids(probs)
+        ids = self._assign(probs)
         sizes = torch.bincount(ids, minlength=self.n_buckets_)
         self.bucket_sizes_ = sizes.cpu()
         em_kw = dict(n_components=self.n_components, iters=self.em_iters, restarts=self.restarts, generator=gen)

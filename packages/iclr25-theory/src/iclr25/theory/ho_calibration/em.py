@@ -80,7 +80,8 @@ def em_init(
     """
     b, _, c = counts.shape
     freq = (counts * mask.unsqueeze(-1)).sum(1)
-    freq = freq / freq.sum(-1, keepdim=True).clamp_min(1e-300)
+    # finfo.tiny, not a literal: 1e-300 rounds to 0 below float64 and an all-zero bucket became NaN.
+    freq = freq / freq.sum(-1, keepdim=True).clamp_min(torch.finfo(freq.dtype).tiny)
     u = torch.rand(b, restarts, n_components, c, generator=generator, dtype=counts.dtype, device="cpu")
     expo = -torch.log1p(-u)  # Exp(1) draws; normalised they are Dirichlet(1)
     dirichlet = (expo / expo.sum(-1, keepdim=True)).to(counts.device)

@@ -343,6 +343,8 @@ def hoce_k(mix_per_bucket: Mixture, bucket_ids: Tensor, counts: Tensor) -> float
     idx = _vector_index(vectors, counts.to(vectors.device))
     ids = bucket_ids.to(vectors.device).long()
     flat = ids * vectors.shape[0] + idx
+    # Counting in bf16 stalls at 256 (fp16 at 2048), so half-precision mixtures are scored in float32.
+    probs = probs.to(torch.promote_types(probs.dtype, torch.float32))
     emp = torch.zeros(n_buckets * vectors.shape[0], dtype=probs.dtype, device=probs.device)
     emp.index_add_(0, flat, torch.ones_like(flat, dtype=probs.dtype))
     emp = emp.view(n_buckets, -1)
