@@ -53,18 +53,29 @@ def edm_loss(
     return weight * _per_sample_mean((d - x0).pow(2))
 
 
+def _coef_dtype(dtype: torch.dtype) -> torch.dtype:
+    # ab is within 1e-4 of 1 at small t: in float16/bfloat16, 1 - ab rounds to 0 and the noise term
+    # vanishes, so schedule coefficients are formed in at least float32, then cast to the data dtype
+    return torch.promote_types(dtype, torch.float32)
+
+
+def _sqrt_ab(ab: torch.Tensor | float, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(sqrt(ab), sqrt(1 - ab)) in ``x``'s dtype, broadcastable against ``x``."""
+    ab = torch.as_tensor(ab, device=x.device, dtype=_coef_dtype(x.dtype))
+    ab = bcast(ab, x) if ab.dim() == 1 else ab
+    return ab.sqrt().to(x.dtype), (1 - ab).sqrt().to(x.dtype)
+
+
 def x0_from_eps(x_t: torch.Tensor, eps: torch.Tensor, ab: torch.Tensor) -> torch.Tensor:
     """x0 = (x_t - sqrt(1 - ab) eps) / sqrt(ab); ab is (B,) or scalar."""
-    ab = torch.as_tensor(ab, device=x_t.device, dtype=x_t.dtype)
-    ab = bcast(ab, x_t) if ab.dim() == 1 else ab
-    return (x_t - (1 - ab).sqrt() * eps) / ab.sqrt()
+    a, s = _sqrt_ab(ab, x_t)
+    return (x_t - s * eps) / a
 
 
 def eps_from_x0(x_t: torch.Tensor, x0: torch.Tensor, ab: torch.Tensor) -> torch.Tensor:
     """eps = (x_t - sqrt(ab) x0) / sqrt(1 - ab); ab is (B,) or scalar."""
-    ab = torch.as_tensor(ab, device=x_t.device, dtype=x_t.dtype)
-    ab = bcast(ab, x_t) if ab.dim() == 1 else ab
-    return (x_t - ab.sqrt() * x0) / (1 - ab).sqrt()
+    a, s = _sqrt_ab(ab, x_t)
+    return (x_t - a * x0) / s
 
 
 def ddpm_eps_loss(
@@ -91,12 +102,13 @@ def ddpm_eps_loss(
         raise ValueError(f"min_snr_gamma must be > 0 (or None), got {min_snr_gamma}")
     b = x0.shape[0]
     t = torch.randint(0, schedule.T, (b,), generator=generator, device=x0.device)
-    ab = schedule.alphas_cumprod.to(x0.device)[t].to(x0.dtype)
+    ab = schedule.alphas_cumprod.to(x0.device)[t].to(_coef_dtype(x0.dtype))
     eps = torch.randn(x0.shape, generator=generator, device=x0.device, dtype=x0.dtype)
-    x_t = bcast(ab.sqrt(), x0) * x0 + bcast((1 - ab).sqrt(), x0) * eps
+    a, s = _sqrt_ab(ab, x0)
+    x_t = a * x0 + s * eps
     eps_hat = eps_net(x_t, t, **(cond or {}))
     loss = _per_sample_mean((eps_hat - eps).pow(2))
     if min_snr_gamma is not None:
         snr = ab / (1 - ab)
-        loss = loss * snr.clamp(max=min_snr_gamma) / snr
+        loss = (loss * snr.clamp(max=min_snr_gamma) / snr).to(loss.dtype)
     return loss, x0_from_eps(x_t, eps_hat, ab)

@@ -119,10 +119,16 @@ def groupnorm_film_silu(
 
 
 def timestep_embedding(t: torch.Tensor, dim: int, max_period: float = 10000.0) -> torch.Tensor:
-    """Sinusoidal features of a (B,) float or integer tensor (c_noise or t), returns (B, dim)."""
+    """Sinusoidal features of a (B,) float or integer tensor (c_noise or t), returns (B, dim).
+
+    Computed in float64 for float64 ``t``, else in float32 (also for float16/bfloat16 ``t``).
+    """
     half = dim // 2
-    freqs = torch.exp(-math.log(max_period) * torch.arange(half, device=t.device, dtype=torch.float32) / half)
-    args = t.float()[:, None] * freqs[None]
+    # a .double() model must not see its noise level rounded to float32; half precision would not
+    # resolve the phases of large t, so it is lifted to float32 like integer t
+    dt = torch.promote_types(t.dtype, torch.float32) if t.is_floating_point() else torch.float32
+    freqs = torch.exp(-math.log(max_period) * torch.arange(half, device=t.device, dtype=dt) / half)
+    args = t.to(dt)[:, None] * freqs[None]
     emb = torch.cat([torch.cos(args), torch.sin(args)], dim=1)
     return F.pad(emb, (0, dim % 2))
 
@@ -690,7 +696,9 @@ class TinyAutoencoder(nn.Module):
         mean, logvar = self._moments(x)
         z = mean
         if logvar is not None:
-            z = mean + (0.5 * logvar).exp() * torch.randn(mean.shape, generator=generator, device=x.device)
+            z = mean + (0.5 * logvar).exp() * torch.randn(
+                mean.shape, generator=generator, device=x.device, dtype=mean.dtype
+            )
         rec = (self.decoder(z) - x).pow(2).flatten(1).mean(1)
         if logvar is None:
             return rec

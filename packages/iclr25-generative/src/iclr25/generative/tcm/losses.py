@@ -105,6 +105,12 @@ def _same_rng(device: torch.device) -> Iterator[Callable[[], None]]:
     yield rewind
 
 
+def _level_dtype(dtype: torch.dtype) -> torch.dtype:
+    # late stages shrink Delta_t to ~0.1% of t: in float16/bfloat16 r rounds onto t and 1/Delta_t is
+    # inf, so t, r and the weight are formed in at least float32 (the network still sees x0's dtype)
+    return torch.promote_types(dtype, torch.float32)
+
+
 def _weight(kind: str, t: torch.Tensor, dt: torch.Tensor, sigma_data: float) -> torch.Tensor:
     if kind == "inv_dt":
         return 1 / dt
@@ -148,6 +154,7 @@ def _pair_loss(
 ) -> torch.Tensor:
     """d(f(x + t n, t), stopgrad f(x + r n, r)) with shared noise n and a shared dropout mask."""
     n = torch.randn(x0.shape, generator=generator, device=x0.device, dtype=x0.dtype)
+    t, r = t.to(x0.dtype), r.to(x0.dtype)
     y_t, y_r = x0 + bcast(t, x0) * n, x0 + bcast(r, x0) * n
     with _same_rng(x0.device) as rewind:
         d_t = f(y_t, t, **cond)
@@ -216,10 +223,10 @@ class ConsistencyTrainingLoss(nn.Module):
         if t is None:
             t = self.sample_t(x0.shape[0], generator)
         _check_override("t", t, x0.shape[0])
-        t = t.to(x0.device, x0.dtype)
+        t = t.to(x0.device, _level_dtype(x0.dtype))
         r = self.schedule.r(t, step)
         d = _pair_loss(denoiser, x0, t, r, cond or {}, self.c, generator)
-        return _weight(self.weighting, t, t - r, self.sigma_data) * d
+        return _weight(self.weighting, t, t - r, self.sigma_data).to(d.dtype) * d
 
 
 class TruncatedConsistencyLoss(nn.Module):
@@ -326,12 +333,12 @@ class TruncatedConsistencyLoss(nn.Module):
         if boundary is None:
             boundary = t <= self.t_prime
         _check_override("boundary", boundary, x0.shape[0], torch.bool)
-        t, boundary = t.to(x0.device, x0.dtype), boundary.to(x0.device)
+        t, boundary = t.to(x0.device, _level_dtype(x0.dtype)), boundary.to(x0.device)
         # float32 round-off must not send a boundary sample (t = t') to the teacher
         t = torch.where(boundary, torch.full_like(t, self.t_prime), t.clamp_min(self.t_prime))
         r = self.schedule.r(t, step)
         d = _pair_loss(model, x0, t, r, cond or {}, self.c, generator)
-        per = _weight(self.weighting, t, t - r, self.sigma_data) * d
+        per = _weight(self.weighting, t, t - r, self.sigma_data).to(d.dtype) * d
         zero = per.sum() * 0
         l_c = per[~boundary].mean() if bool((~boundary).any()) else zero
         l_b = per[boundary].mean() if bool(boundary.any()) else zero

@@ -114,10 +114,11 @@ class TopoDiffusionTrainer:
         counts = _check_counts(counts, self.max_count, len(self.dims), b).to(x0.device)
         T = self.schedule.T
         t = torch.randint(0, T, (b,), generator=generator, device=x0.device)
-        ab = self.schedule.alphas_cumprod.to(x0.device)[t].to(x0.dtype)
+        # at least float32: in float16/bfloat16 1 - ab rounds to 0 at small t (no noise added)
+        ab = self.schedule.alphas_cumprod.to(x0.device)[t].to(torch.promote_types(x0.dtype, torch.float32))
         eps = torch.randn(x0.shape, generator=generator, device=x0.device, dtype=x0.dtype)
         abv = ab.view(-1, 1, 1, 1)
-        x_t = abv.sqrt() * x0 + (1 - abv).sqrt() * eps
+        x_t = abv.sqrt().to(x0.dtype) * x0 + (1 - abv).sqrt().to(x0.dtype) * eps
         eps_hat = self.unet(x_t, t, class_labels=self.labels(counts))
         simple = (eps_hat - eps).pow(2).reshape(b, -1).mean(1)
         total = simple
@@ -129,7 +130,7 @@ class TopoDiffusionTrainer:
                 lt = self.topo(x0_hat, counts[sel])
                 if self.min_snr_gamma is not None:
                     snr = ab[sel] / (1 - ab[sel])
-                    lt = lt * snr.clamp(max=self.min_snr_gamma) / snr
+                    lt = (lt * snr.clamp(max=self.min_snr_gamma) / snr).to(lt.dtype)
                 topo_mean = float(lt.detach().mean())
                 total = total.index_add(0, sel, self.lam * lt)
         self.history["simple"].append(float(simple.detach().mean()))
