@@ -221,3 +221,18 @@ def test_e8_kernel_rejects_bad_block(block):
 
     with pytest.raises(ValueError, match="block must be a positive power of 2"):
         e8_quantize_triton(torch.zeros(5, 8), block=block)
+
+
+@pytest.mark.triton
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float16])
+def test_fused_likelihood_refuses_other_dtypes_instead_of_returning_float32(dtype):
+    """Called directly, the kernel returned float32 for float64 inputs (the reference keeps the dtype)."""
+    from iclr25.compress.ltc.kernels import mixture_mc_log_likelihood_triton
+
+    lat = lattice("E8")
+    y_hat = lat.quantize(2 * torch.randn(5, 8, generator=torch.Generator().manual_seed(0))).to(dtype)
+    u = lat.sample_voronoi(7, generator=torch.Generator().manual_seed(1), dtype=dtype)
+    logw, mu, logs = (t.detach().to(dtype) for t in MixtureDensity(8).params())
+    assert mixture_mc_log_likelihood_reference(y_hat, u, logw, mu, logs).dtype == dtype
+    with pytest.raises(ValueError, match="float32"):
+        mixture_mc_log_likelihood_triton(y_hat, u, logw, mu, logs)

@@ -180,3 +180,15 @@ def test_voronoi_code_validation():
     m = code.encode(torch.randn(3, 8))
     with pytest.raises(ValueError, match="m must have last dimension 8"):
         code.decode(m[:, :4])
+
+
+def test_codec_of_a_float64_density_tabulates_in_float64():
+    """The table's probabilities were computed at float32-rounded points with float32 samples."""
+    lat = lattice("A2")
+    torch.manual_seed(0)
+    model = LatticeEntropyModel(lat, MixtureDensity(2)).double()
+    codec = LatticeCodec(lat, model, n_samples=64, seed=3).fit()
+    pts = lat.points(codec.coords_table, dtype=torch.float64)
+    with torch.no_grad():
+        p = model.log_likelihood(pts, n_samples=64, generator=torch.Generator().manual_seed(3)).exp()
+    np.testing.assert_allclose(codec.pmf, (p / p.sum()).numpy(), rtol=1e-12)

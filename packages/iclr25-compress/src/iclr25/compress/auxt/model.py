@@ -437,7 +437,8 @@ def rd_loss_with_ortho(
     b, _, h, w = x.shape
     bpp = sum(torch.log(lk).sum() for lk in out["likelihoods"].values()) / (-math.log(2) * b * h * w)
     mse = F.mse_loss(out["x_hat"], x)
-    ortho = model.ortho_loss() if isinstance(model, AuxTModel) else torch.zeros((), device=x.device)
+    # In the loss's dtype: a float32 zero would make the plain codec's "ortho" float32 for float64 models.
+    ortho = model.ortho_loss() if isinstance(model, AuxTModel) else mse.new_zeros(())
     weight = (model.w_orth if isinstance(model, AuxTModel) else 0.0) if w_orth is None else w_orth
     loss = lmbda * 255**2 * mse + bpp + weight * ortho
     return {"loss": loss, "mse": mse, "bpp": bpp, "ortho": ortho}

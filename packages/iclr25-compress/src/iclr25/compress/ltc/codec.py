@@ -83,7 +83,10 @@ class LatticeCodec:
     def _probs(self, pts: torch.Tensor) -> torch.Tensor:
         g = torch.Generator().manual_seed(self.seed)  # same u_i for every point: the table sums coherently
         param = next(self.model.parameters(), None)  # evaluate on the model's device
-        pts = pts.float().to(param.device if param is not None else "cpu")
+        # a float64 model tabulates in float64 (lattice points such as A2's are not float32-exact);
+        # anything else in float32, the precision the table is documented in
+        dtype = torch.float64 if param is not None and param.dtype == torch.float64 else torch.float32
+        pts = pts.to(device=param.device if param is not None else "cpu", dtype=dtype)
         return torch.exp(self.model.log_likelihood(pts, n_samples=self.n_samples, generator=g)).double().cpu()
 
     def _ball(self, radius: float) -> torch.Tensor:
@@ -100,7 +103,7 @@ class LatticeCodec:
         total_prev = -1.0
         while True:
             z = self._ball(radius)
-            p = self._probs(self.lattice.points(z))
+            p = self._probs(self.lattice.points(z, dtype=torch.float64))
             total = float(p.sum())
             if total >= self.mass or total - total_prev < 1e-12 or radius >= max_radius:
                 break

@@ -269,6 +269,9 @@ def mixture_mc_log_likelihood_triton(
     (``u`` is treated as a constant). Memory is ``O(B·n + n·K·B/32)`` instead of the reference's
     ``O(B·N·n·K)`` saved activations.
     """
+    bad = sorted({str(t.dtype) for t in (y_hat, u, logw, mu, log_scale)} - {"torch.float32"})
+    if bad:  # the kernel computes in float32: float64 inputs would come back rounded, as float32
+        raise ValueError(f"the fused kernel takes float32 inputs (the reference takes any), got {bad}")
     if u.requires_grad and torch.is_grad_enabled():
         raise ValueError("u (the Voronoi samples) must not require grad: the fused backward treats it as a constant")
     return _MixtureLL.apply(y_hat, u, logw, mu, log_scale)
