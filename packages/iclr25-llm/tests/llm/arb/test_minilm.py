@@ -67,3 +67,26 @@ def test_arb_embeddings_closer_to_fp32_than_billm():
     r = minilm_cosines(*shakespeare_lines(32, 200))
     assert r["arb"]["cosine"] >= r["plain"]["cosine"] + 0.05
     assert r["arb_rc"]["cosine"] >= r["plain"]["cosine"] + 0.05
+
+
+def test_float64_encoder_is_calibrated_in_float64(monkeypatch):
+    transformers = pytest.importorskip("transformers")
+    from iclr25.llm.arb import quantizer as arb_quantizer
+
+    _, tok = load_minilm()
+    torch.manual_seed(0)
+    cfg = transformers.BertConfig(
+        vocab_size=tok.vocab_size, hidden_size=8, num_hidden_layers=1, num_attention_heads=2, intermediate_size=16
+    )
+    model = transformers.BertModel(cfg).double().eval()
+    seen = []
+    real = arb_quantizer.ARBQuantizer.quantize
+
+    def spy(self, W, H=None):
+        seen.append(H.dtype)
+        return real(self, W, H)
+
+    monkeypatch.setattr(arb_quantizer.ARBQuantizer, "quantize", spy)
+    # the calibration Hessians of a float64 encoder were accumulated from fp32-rounded activations
+    _, res = binarize_encoder(model, tok, CALIB, ARBConfig(method="arb", iters=1, max_salient_cols=2))
+    assert len(res) == 6 and seen == [torch.float64] * 6

@@ -135,3 +135,11 @@ def test_probe_rejects_nan_and_bad_input():
         population_loss(big, chain, 21)
     with pytest.raises(ValueError, match="max_params"):
         landscape_probe(big, chain, 4, max_params=10)
+
+
+def test_probe_hessian_of_a_half_precision_model_says_what_to_do():
+    chain = BinaryMarkovChain(0.8, 0.8)
+    cfg = MarkovTransformerConfig(d_model=2, max_len=5)
+    model = _model(cfg, unigram_point(cfg, chain)).to(torch.bfloat16)
+    with pytest.raises(ValueError, match=r"float32 or float64.*model\.double\(\).*bfloat16"):
+        landscape_probe(model, chain, 5)

@@ -104,7 +104,8 @@ def binarize_encoder(
 
         def hook_for(n, sums=sums, counts=counts):
             def hook(_m, args):
-                x = args[0].detach().float()[keep]  # padding tokens carry no signal
+                x = args[0].detach()
+                x = x.to(torch.promote_types(x.dtype, torch.float32))[keep]  # padding tokens carry no signal
                 sums[n] = x.t() @ x if sums[n] is None else sums[n] + x.t() @ x
                 counts[n] += x.shape[0]
 

@@ -263,6 +263,8 @@ def landscape_probe(
     ------
     FloatingPointError
         When a parameter holds NaN or inf.
+    ValueError
+        For a Hessian over more than ``max_params`` parameters or of a half-precision model.
     """
     _check_chain(chain)
     _check_length(length)
@@ -274,6 +276,10 @@ def landscape_probe(
     n_params = sum(p.numel() for p in params)
     if hessian and n_params > max_params:
         raise ValueError(f"a full Hessian needs n_params <= max_params={max_params}, got {n_params}")
+    low = sorted({str(p.dtype).removeprefix("torch.") for p in params} - {"float32", "float64"})
+    if hessian and low:
+        # torch has no half-precision eigvalsh, and a half-precision Hessian spectrum would be noise anyway
+        raise ValueError(f"a Hessian needs float32 or float64 parameters (use model.double()), got {low}")
     seqs, probs, targets = _exact_inputs(model, chain, length, allow_large)
     shapes = [p.shape for p in params]
     sizes = [p.numel() for p in params]
