@@ -543,3 +543,29 @@ def test_lora_and_unet_argument_checks():
         nn.UNet2D(1, 1, ch=16, ch_mult=())
     with pytest.raises(ValueError, match=r"x must have shape \(B, 2\)"):
         nn.MLPDenoiserNet(2)(torch.zeros(4, 3), torch.zeros(4))
+
+
+@pytest.mark.triton
+def test_groupnorm_film_silu_affine_dtype_is_checked_on_every_backend():
+    # F.group_norm (the reference, like torch.nn.GroupNorm) refuses a float64 affine for float32 x
+    # ("mixed dtype") while the kernel read it as float32 and returned a result: the backends
+    # disagreed. The kernel's support check now refuses it too, and the op names the arguments.
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(2, 6, 4, 4, generator=g)
+    w, b = torch.randn(6, generator=g, dtype=torch.float64), torch.randn(6, generator=g, dtype=torch.float64)
+    assert any("weight/bias dtype" in r for r in nn._gn_supports(x, 3, w, b, None, None))
+    with pytest.raises(RuntimeError, match="mixed dtype"):
+        nn._GN_OP(x, 3, w, b, None, None, 1e-5, backend="auto")  # routed to the reference
+    for backend in ("auto", "reference", "triton"):
+        with pytest.raises(TypeError, match=r"weight/bias dtype must be torch.float32 .*weight torch.float64"):
+            nn.groupnorm_film_silu(x, 3, w, b, backend=backend)
+    with pytest.raises(TypeError, match="one dtype for both"):
+        nn.groupnorm_film_silu(x.bfloat16(), 3, w.bfloat16(), b.float(), backend="triton")
+    # what torch.nn.GroupNorm accepts still runs on both: x's dtype, or float32 for half x
+    for xd, wd in ((torch.float32, torch.float32), (torch.bfloat16, torch.float32), (torch.bfloat16, torch.bfloat16)):
+        xs, ws, bs = x.to(xd), w.to(wd), b.to(wd)
+        assert not nn._gn_supports(xs, 3, ws, bs, None, None)
+        ref = nn.groupnorm_film_silu(xs, 3, ws, bs, backend="reference")
+        out = nn.groupnorm_film_silu(xs, 3, ws, bs, backend="triton")
+        assert out.dtype == ref.dtype == xd
+        assert torch.allclose(out.float(), ref.float(), atol=2 * torch.finfo(xd).eps * 8, rtol=0)

@@ -127,3 +127,50 @@ def test_ema_refuses_a_model_whose_parameters_changed_and_bad_states():
         ema.load_state_dict({"model": {}})
     with pytest.raises(ValueError, match=r"state\['steps'\] must be an int"):
         ema.load_state_dict({**ema.state_dict(), "steps": -1})
+
+
+def test_ema_of_bfloat16_parameters_moves_and_resumes(tmp_path):
+    # with decay 0.999 each step (1 - decay) * offset = 1e-3 is below half a bf16 ulp of weights in
+    # [1, 2) (2**-8): an average kept in bf16 never moves, the float32 shadow must
+    decay, n, offset = 0.999, 200, 1.0
+    g = torch.Generator().manual_seed(0)
+    model = torch.nn.Linear(4, 3).to(torch.bfloat16)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.copy_(1 + torch.rand(p.shape, generator=g))
+    start = [p.detach().float().clone() for p in model.parameters()]
+    ema = training.EMA(model, decay=decay)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(offset)  # exact in bf16: values in [2, 3) are spaced 2**-6
+    for k in range(n):
+        if k == n // 2:  # interrupt and resume half way
+            torch.save(ema.state_dict(), tmp_path / "ema.pt")
+            ema = training.EMA(model)
+            ema.load_state_dict(torch.load(tmp_path / "ema.pt", weights_only=True))
+        ema.update(model)
+    frac = 1 - decay**n  # ~0.18 of the offset
+    bf16_eps = torch.finfo(torch.bfloat16).eps
+    for w0, p, pe in zip(start, model.parameters(), ema.model.parameters(), strict=True):
+        assert pe.dtype == torch.bfloat16
+        want = w0 + frac * (p.float() - w0)
+        # one final rounding to bf16 (<= half an ulp, bounded by eps |want|) plus float32 drift of n lerps
+        err = (pe.float() - want).abs()
+        assert bool((err <= bf16_eps * want.abs() + 1e-4).all()), float(err.max())
+        assert bool(((pe.float() - w0) > 0.1).all())  # a bf16 average would still equal w0
+
+    # a state saved without "shadow" (before shadows existed) still loads, restarting from its weights
+    state = ema.state_dict()
+    assert state["shadow"]["weight"].dtype == torch.float32
+    old = {k: v for k, v in state.items() if k != "shadow"}
+    again = training.EMA(model)
+    again.load_state_dict(old)
+    assert all(torch.equal(a, b) for a, b in zip(again.model.parameters(), ema.model.parameters(), strict=True))
+    loaded = again.model.weight.detach().float().clone()
+    for _ in range(50):  # 50 steps of ~1e-3 each add up to several bf16 ulps: it keeps averaging
+        again.update(model)
+    assert bool((again.model.weight.float() - loaded > 4 * 2**-7).all())
+
+
+def test_ema_state_of_float32_model_has_no_shadow():
+    assert set(training.EMA(torch.nn.Linear(2, 2)).state_dict()) == {"steps", "decay", "gamma", "model"}

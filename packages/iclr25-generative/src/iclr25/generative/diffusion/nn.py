@@ -47,8 +47,23 @@ __all__ = [
 ]
 
 
+def _gn_affine_dtype_error(x, weight, bias) -> str | None:
+    """torch.nn.GroupNorm's rule for its affine: x's dtype, or float32 for float16/bfloat16 x."""
+    # F.group_norm refuses anything else ("mixed dtype") while the kernel would silently read it as
+    # float32, so the result would depend on the backend; both now refuse with this message
+    given = {t.dtype for t in (weight, bias) if t is not None}
+    ok = {x.dtype} | ({torch.float32} if x.dtype in (torch.float16, torch.bfloat16) else set())
+    if given and (len(given) > 1 or not given <= ok):
+        names = " / ".join(f"{n} {t.dtype}" for n, t in (("weight", weight), ("bias", bias)) if t is not None)
+        want = " or ".join(str(d) for d in sorted(ok, key=str))
+        return f"weight/bias dtype must be {want} (one dtype for both) for x dtype {x.dtype}, got {names}"
+    return None
+
+
 def _gn_supports(x, num_groups, weight, bias, scale, shift, eps=1e-5) -> list[str]:
     reasons = []
+    if (msg := _gn_affine_dtype_error(x, weight, bias)) is not None:
+        reasons.append(msg)
     if x.dtype not in (torch.float32, torch.float16, torch.bfloat16):
         reasons.append(f"x dtype must be float32/float16/bfloat16, got {x.dtype}")
     if (scale is None) != (shift is None) or (weight is None) != (bias is None):
@@ -99,7 +114,8 @@ def groupnorm_film_silu(
     Parameters
     ----------
     x: (B, C, *spatial) float tensor; ``num_groups`` must divide C.
-    weight, bias: (C,) GroupNorm affine or None.
+    weight, bias: (C,) GroupNorm affine or None, in x's dtype (or float32 for float16/bfloat16 x,
+        as torch.nn.GroupNorm allows); other dtypes raise TypeError on every backend.
     scale, shift: (B, C) FiLM terms or None.
     backend: ``"auto"`` (Triton on CUDA, else torch), ``"reference"`` or ``"triton"``.
 
@@ -115,6 +131,8 @@ def groupnorm_film_silu(
     for name, t, shp in (("scale", scale, x.shape[:2]), ("shift", shift, x.shape[:2])):
         if t is not None and t.shape != shp:
             raise ValueError(f"{name} must have shape {tuple(shp)}, got {tuple(t.shape)}")
+    if (msg := _gn_affine_dtype_error(x, weight, bias)) is not None:
+        raise TypeError(msg)
     return _GN_OP(x, num_groups, weight, bias, scale, shift, eps, backend=backend)
 
 

@@ -38,6 +38,10 @@ class EMA:
 
     ``state_dict()`` / ``load_state_dict()`` save and restore the averaged weights together with
     ``steps``, ``decay`` and ``gamma``, so a resumed run continues the same average.
+
+    float16/bfloat16 parameters are averaged in a float32 shadow and ``model`` holds its rounding
+    (like timm's ModelEmaV3 / diffusers' EMAModel with fp32 shadows); the state then also carries
+    ``"shadow"`` (name -> float32 tensor). float32/float64 parameters are averaged in place.
     """
 
     def __init__(self, model: nn.Module, decay: float = 0.999, gamma: float | None = None) -> None:
@@ -48,6 +52,9 @@ class EMA:
         self.decay, self.gamma, self.steps = decay, gamma, 0
         self.model = copy.deepcopy(model).eval().requires_grad_(False)
         self._names = [n for n, _ in model.named_parameters()]
+        self._shadow: dict[str, torch.Tensor] = {}
+        for n, pe in self.model.named_parameters():
+            self._shadow_of(n, pe)
 
     def beta(self) -> float:
         if self.gamma is not None:
@@ -66,14 +73,42 @@ class EMA:
             )
         self.steps += 1
         b = self.beta()
-        for pe, (_, p) in zip(self.model.parameters(), params, strict=True):
-            pe.lerp_(p.detach(), 1 - b)
+        for (n, pe), (_, p) in zip(self.model.named_parameters(), params, strict=True):
+            shadow = self._shadow_of(n, pe)
+            if shadow is None:
+                pe.lerp_(p.detach(), 1 - b)
+            else:
+                shadow.lerp_(p.detach().to(shadow.dtype), 1 - b)
+                pe.copy_(shadow)
         for be, bm in zip(self.model.buffers(), model.buffers(), strict=True):
             be.copy_(bm)
 
+    def _shadow_of(self, name: str, pe: torch.Tensor) -> torch.Tensor | None:
+        """The float32 average behind a half-precision ``pe`` (None: ``pe`` is averaged in place)."""
+        if pe.dtype not in (torch.float16, torch.bfloat16):
+            self._shadow.pop(name, None)
+            return None
+        shadow = self._shadow.get(name)
+        # with decay 0.999 a step (1 - decay) * (p - avg) is below bf16 resolution, so a bf16 average
+        # would never move. The shadow is rebuilt from ``model`` when that was changed behind the EMA's
+        # back (loaded, moved, cast), so ``model`` stays the source of truth users see.
+        if (
+            shadow is None
+            or shadow.device != pe.device
+            or shadow.shape != pe.shape
+            or not torch.equal(shadow.to(pe.dtype), pe)
+        ):
+            shadow = self._shadow[name] = pe.detach().to(torch.float32, copy=True)
+        return shadow
+
     def state_dict(self) -> dict[str, Any]:
-        """``{"steps", "decay", "gamma", "model"}``: everything a resumed run needs (``torch.save``-able)."""
-        return {"steps": self.steps, "decay": self.decay, "gamma": self.gamma, "model": self.model.state_dict()}
+        """``{"steps", "decay", "gamma", "model"}`` (+ ``"shadow"`` for half-precision parameters):
+        everything a resumed run needs (``torch.save``-able)."""
+        state = {"steps": self.steps, "decay": self.decay, "gamma": self.gamma, "model": self.model.state_dict()}
+        shadow = {n: s for n, pe in self.model.named_parameters() if (s := self._shadow_of(n, pe)) is not None}
+        if shadow:  # absent for float32/float64 models, whose state stays as before
+            state["shadow"] = {n: s.clone() for n, s in shadow.items()}
+        return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore a :meth:`state_dict`; the averaged model must have the same architecture."""
@@ -84,7 +119,17 @@ class EMA:
         steps = state["steps"]
         if isinstance(steps, bool) or not isinstance(steps, int) or steps < 0:
             raise ValueError(f"state['steps'] must be an int >= 0, got {steps!r}")
+        shadow = state.get("shadow", {})
+        if not isinstance(shadow, dict) or not all(isinstance(t, torch.Tensor) for t in shadow.values()):
+            raise ValueError("state['shadow'] must be a dict of parameter name -> tensor")
         self.model.load_state_dict(state["model"])
+        # a state saved before shadows existed (or one whose shadow does not round to the loaded
+        # weights) restarts the shadow from the loaded weights, the best average it still has
+        self._shadow = {}
+        for n, pe in self.model.named_parameters():
+            if n in shadow:
+                self._shadow[n] = shadow[n].detach().to(pe.device, torch.float32, copy=True)
+            self._shadow_of(n, pe)
         self.steps, self.decay, self.gamma = steps, float(state["decay"]), state["gamma"]
 
 
