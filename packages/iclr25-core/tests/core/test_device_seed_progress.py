@@ -170,3 +170,13 @@ def test_progress_disabled_without_tty(monkeypatch):
     monkeypatch.delenv("ICLR25_NO_PROGRESS", raising=False)
     monkeypatch.setattr("sys.stderr", open("/dev/null", "w"))  # noqa: SIM115 - closed by gc
     assert not progress_enabled()
+
+
+def test_compute_dtype_lifts_half_precision_and_keeps_float64():
+    from iclr25.core.device import compute_dtype
+
+    assert compute_dtype() == torch.float32
+    assert compute_dtype(torch.zeros(1, dtype=torch.bfloat16), torch.float16) == torch.float32
+    assert compute_dtype(torch.zeros(1, dtype=torch.int64)) == torch.float32
+    assert compute_dtype(torch.zeros(1), torch.zeros(1, dtype=torch.float64)) == torch.float64
+    assert compute_dtype(torch.float64, torch.bfloat16) == torch.float64

@@ -18,6 +18,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from iclr25.core.device import compute_dtype
+
 __all__ = ["bd_psnr", "bd_rate", "fit_curve", "rd_point"]
 
 _METHODS = ("cubic", "pchip")
@@ -192,14 +194,10 @@ def bd_psnr(
     return float((it(lo, hi) - ia(lo, hi)) / (hi - lo))
 
 
-def _at_least_fp32(t: torch.Tensor) -> torch.Tensor:
-    # Whole-image reductions in fp16/bf16 round the result to 3 significant digits (and fp16 overflows
-    # past 65504 bits); float32/float64 inputs are left as they are.
-    return t.to(torch.promote_types(t.dtype, torch.float32))
-
-
 def _psnr(a: torch.Tensor, b: torch.Tensor) -> float:
-    mse = float(torch.mean((_at_least_fp32(a) - _at_least_fp32(b)) ** 2))
+    # whole-image reductions: fp16/bf16 keep ~3 significant digits and fp16 overflows past 65504
+    dt = compute_dtype(a, b)
+    mse = float(torch.mean((a.to(dt) - b.to(dt)) ** 2))
     return float("inf") if mse == 0 else 10 * math.log10(1.0 / mse)
 
 
@@ -256,7 +254,7 @@ def _rd_point(model, images, real_bitstream: bool, pad: bool, auxt: bool, pad_fn
         if not pad and out["x_hat"].shape[-2:] != x.shape[-2:]:
             got = "x".join(map(str, out["x_hat"].shape[-2:]))
             raise ValueError(f"images of {h}x{w} do not fit this model (it reconstructs {got}); pass pad=True")
-        est = sum(float(torch.log2(_at_least_fp32(lk)).sum()) for lk in out["likelihoods"].values()) / (-h * w)
+        est = sum(float(torch.log2(lk.to(compute_dtype(lk))).sum()) for lk in out["likelihoods"].values()) / (-h * w)
         x_hat = out["x_hat"][..., :h, :w].clamp(0, 1)
         row = {"bpp_estimate": est, "bpp": est, "psnr": _psnr(x_hat, x), "enc_s": 0.0, "dec_s": 0.0}
         if real_bitstream:

@@ -10,13 +10,28 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["DeviceUnavailableError", "cpu_threads", "parse_device", "resolve_device"]
+__all__ = ["DeviceUnavailableError", "compute_dtype", "cpu_threads", "parse_device", "resolve_device"]
 
 _DEVICE_RE = re.compile(r"^(auto|cpu|cuda(?::(\d+))?)$")
 
 
 class DeviceUnavailableError(RuntimeError):
     """A well-formed device was requested but this machine cannot provide it."""
+
+
+def compute_dtype(*xs: torch.Tensor | torch.dtype) -> torch.dtype:
+    """The dtype to compute in: the widest of the inputs' dtypes, and at least float32.
+
+    float16/bfloat16 (and integer) inputs are lifted to float32, since sums, exponentials and small
+    differences lose too much in half precision; float64 is never narrowed, so a ``.double()`` model
+    keeps float64 accuracy. Takes tensors or dtypes.
+    """
+    import torch
+
+    dtype = torch.float32
+    for x in xs:
+        dtype = torch.promote_types(dtype, x if isinstance(x, torch.dtype) else x.dtype)
+    return dtype
 
 
 def parse_device(spec: str) -> tuple[str, int | None]:

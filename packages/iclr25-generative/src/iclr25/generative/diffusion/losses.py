@@ -8,6 +8,8 @@ from typing import Any
 
 import torch
 
+from iclr25.core.device import compute_dtype
+
 from ._checks import bcast, check_finite, check_float
 from .schedules import VPSchedule
 
@@ -53,15 +55,11 @@ def edm_loss(
     return weight * _per_sample_mean((d - x0).pow(2))
 
 
-def _coef_dtype(dtype: torch.dtype) -> torch.dtype:
-    # ab is within 1e-4 of 1 at small t: in float16/bfloat16, 1 - ab rounds to 0 and the noise term
-    # vanishes, so schedule coefficients are formed in at least float32, then cast to the data dtype
-    return torch.promote_types(dtype, torch.float32)
-
-
 def _sqrt_ab(ab: torch.Tensor | float, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """(sqrt(ab), sqrt(1 - ab)) in ``x``'s dtype, broadcastable against ``x``."""
-    ab = torch.as_tensor(ab, device=x.device, dtype=_coef_dtype(x.dtype))
+    # ab is within 1e-4 of 1 at small t: in float16/bfloat16, 1 - ab rounds to 0 and the noise term
+    # vanishes, so the coefficients are formed in at least float32, then cast to the data dtype
+    ab = torch.as_tensor(ab, device=x.device, dtype=compute_dtype(x))
     ab = bcast(ab, x) if ab.dim() == 1 else ab
     return ab.sqrt().to(x.dtype), (1 - ab).sqrt().to(x.dtype)
 
@@ -102,7 +100,7 @@ def ddpm_eps_loss(
         raise ValueError(f"min_snr_gamma must be > 0 (or None), got {min_snr_gamma}")
     b = x0.shape[0]
     t = torch.randint(0, schedule.T, (b,), generator=generator, device=x0.device)
-    ab = schedule.alphas_cumprod.to(x0.device)[t].to(_coef_dtype(x0.dtype))
+    ab = schedule.alphas_cumprod.to(x0.device)[t].to(compute_dtype(x0))
     eps = torch.randn(x0.shape, generator=generator, device=x0.device, dtype=x0.dtype)
     a, s = _sqrt_ab(ab, x0)
     x_t = a * x0 + s * eps

@@ -23,6 +23,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from iclr25.core.device import compute_dtype
 from iclr25.core.triton import Backend, BackendOp
 
 from ._checks import check_batch, check_finite, check_float
@@ -144,7 +145,7 @@ def timestep_embedding(t: torch.Tensor, dim: int, max_period: float = 10000.0) -
     half = dim // 2
     # a .double() model must not see its noise level rounded to float32; half precision would not
     # resolve the phases of large t, so it is lifted to float32 like integer t
-    dt = torch.promote_types(t.dtype, torch.float32) if t.is_floating_point() else torch.float32
+    dt = compute_dtype(t)
     freqs = torch.exp(-math.log(max_period) * torch.arange(half, device=t.device, dtype=dt) / half)
     args = t.to(dt)[:, None] * freqs[None]
     emb = torch.cat([torch.cos(args), torch.sin(args)], dim=1)

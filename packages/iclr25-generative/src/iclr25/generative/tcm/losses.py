@@ -13,6 +13,7 @@ import torch
 from scipy import special
 from torch import nn
 
+from iclr25.core.device import compute_dtype
 from iclr25.generative.diffusion._checks import bcast, check_finite, check_float
 from iclr25.generative.diffusion.precond import edm_coefficients
 
@@ -103,12 +104,6 @@ def _same_rng(device: torch.device) -> Iterator[Callable[[], None]]:
             torch.cuda.set_rng_state(cuda, device)
 
     yield rewind
-
-
-def _level_dtype(dtype: torch.dtype) -> torch.dtype:
-    # late stages shrink Delta_t to ~0.1% of t: in float16/bfloat16 r rounds onto t and 1/Delta_t is
-    # inf, so t, r and the weight are formed in at least float32 (the network still sees x0's dtype)
-    return torch.promote_types(dtype, torch.float32)
 
 
 def _weight(kind: str, t: torch.Tensor, dt: torch.Tensor, sigma_data: float) -> torch.Tensor:
@@ -223,7 +218,9 @@ class ConsistencyTrainingLoss(nn.Module):
         if t is None:
             t = self.sample_t(x0.shape[0], generator)
         _check_override("t", t, x0.shape[0])
-        t = t.to(x0.device, _level_dtype(x0.dtype))
+        # late stages shrink Delta_t to ~0.1% of t: in float16/bfloat16 r rounds onto t and 1/Delta_t is
+        # inf, so t, r and the weight are formed in at least float32 (the network still sees x0's dtype)
+        t = t.to(x0.device, compute_dtype(x0))
         r = self.schedule.r(t, step)
         d = _pair_loss(denoiser, x0, t, r, cond or {}, self.c, generator)
         return _weight(self.weighting, t, t - r, self.sigma_data).to(d.dtype) * d
@@ -333,7 +330,7 @@ class TruncatedConsistencyLoss(nn.Module):
         if boundary is None:
             boundary = t <= self.t_prime
         _check_override("boundary", boundary, x0.shape[0], torch.bool)
-        t, boundary = t.to(x0.device, _level_dtype(x0.dtype)), boundary.to(x0.device)
+        t, boundary = t.to(x0.device, compute_dtype(x0)), boundary.to(x0.device)
         # float32 round-off must not send a boundary sample (t = t') to the teacher
         t = torch.where(boundary, torch.full_like(t, self.t_prime), t.clamp_min(self.t_prime))
         r = self.schedule.r(t, step)

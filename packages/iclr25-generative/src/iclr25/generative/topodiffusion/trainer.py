@@ -10,6 +10,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from iclr25.core.device import compute_dtype
 from iclr25.generative.diffusion import samplers, training
 from iclr25.generative.diffusion.losses import x0_from_eps
 from iclr25.generative.diffusion.schedules import VPSchedule
@@ -115,7 +116,7 @@ class TopoDiffusionTrainer:
         T = self.schedule.T
         t = torch.randint(0, T, (b,), generator=generator, device=x0.device)
         # at least float32: in float16/bfloat16 1 - ab rounds to 0 at small t (no noise added)
-        ab = self.schedule.alphas_cumprod.to(x0.device)[t].to(torch.promote_types(x0.dtype, torch.float32))
+        ab = self.schedule.alphas_cumprod.to(x0.device)[t].to(compute_dtype(x0))
         eps = torch.randn(x0.shape, generator=generator, device=x0.device, dtype=x0.dtype)
         abv = ab.view(-1, 1, 1, 1)
         x_t = abv.sqrt().to(x0.dtype) * x0 + (1 - abv).sqrt().to(x0.dtype) * eps

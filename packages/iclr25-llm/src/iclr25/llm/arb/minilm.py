@@ -19,6 +19,8 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from iclr25.core.device import compute_dtype
+
 from .quantizer import ARBConfig, ARBQuantizer
 
 __all__ = [
@@ -105,7 +107,7 @@ def binarize_encoder(
         def hook_for(n, sums=sums, counts=counts):
             def hook(_m, args):
                 x = args[0].detach()
-                x = x.to(torch.promote_types(x.dtype, torch.float32))[keep]  # padding tokens carry no signal
+                x = x.to(compute_dtype(x))[keep]  # padding tokens carry no signal
                 sums[n] = x.t() @ x if sums[n] is None else sums[n] + x.t() @ x
                 counts[n] += x.shape[0]
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field, replace
 import torch
 from torch import nn
 
+from iclr25.core.device import compute_dtype
 from iclr25.llm.lm.surgery import iter_linears, replace_linears, sequential_ptq
 
 from .layer import BinarizedLinear
@@ -80,7 +81,7 @@ def _run_ptq(model: nn.Module, calib_batches: Iterable, quantize_fn, method: str
         def hook_for(n):
             def hook(_m, args):
                 x = args[0].detach()
-                x = x.to(torch.promote_types(x.dtype, torch.float32)).reshape(-1, x.shape[-1])
+                x = x.to(compute_dtype(x)).reshape(-1, x.shape[-1])
                 sums[n] = x.t() @ x if sums[n] is None else sums[n] + x.t() @ x
                 counts[n] += x.shape[0]
 

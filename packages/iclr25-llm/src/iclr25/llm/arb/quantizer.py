@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 
 import torch
 
+from iclr25.core.device import compute_dtype
+
 from .binarize import METHODS, binarize, check_weight
 from .reference import search_errors
 from .search import threshold_search
@@ -23,12 +25,6 @@ __all__ = ["ARBConfig", "ARBQuantizer", "BlockResult", "LayerResult", "block_bit
 
 log = logging.getLogger(__name__)
 _FP16 = 16
-
-
-def _work_dtype(W: torch.Tensor) -> torch.dtype:
-    # fp32 at least (fp16/bf16 GPTQ updates and Cholesky factors are too coarse); fp64 stays fp64,
-    # as in binarize()
-    return torch.promote_types(W.dtype, torch.float32)
 
 
 @dataclass
@@ -176,7 +172,7 @@ def _quantile_thresholds(W: torch.Tensor, mask: torch.Tensor, spec) -> torch.Ten
     if vals.numel() == 0:
         return torch.zeros(0, dtype=W.dtype, device=W.device)
     q = torch.linspace(lo, hi, cnt, dtype=vals.dtype, device=W.device)
-    return torch.quantile(vals.to(_work_dtype(vals)), q.to(_work_dtype(vals))).to(W.dtype)
+    return torch.quantile(vals.to(compute_dtype(vals)), q.to(compute_dtype(vals))).to(W.dtype)
 
 
 def _split(W, base, spec, order, S):
@@ -279,14 +275,14 @@ class ARBQuantizer:
         if H is None:
             if cfg.method == "arb_x":
                 raise ValueError("ARB-X needs calibration inputs: pass H = 2XᵀX/N")
-            H = 2.0 * torch.eye(cols, dtype=_work_dtype(W), device=W.device)
+            H = 2.0 * torch.eye(cols, dtype=compute_dtype(W), device=W.device)
         if not isinstance(H, torch.Tensor) or H.shape != (cols, cols):
             raise ValueError(
                 f"H must be ({cols}, {cols}) for W of shape {tuple(W.shape)}; got {getattr(H, 'shape', H)}"
             )
         if not torch.isfinite(H).all():
             raise ValueError("H contains NaN or Inf")
-        W0 = W.detach().to(_work_dtype(W))
+        W0 = W.detach().to(compute_dtype(W))  # GPTQ updates and Cholesky factors are too coarse in fp16/bf16
         Wc = W0.clone()
         H = H.detach().to(device=W.device, dtype=W0.dtype).clone()
         S_full = H / 2.0  # XᵀX/N, undamped: the output-error metric
@@ -346,7 +342,7 @@ def pbllm_quantize(
     _rows, cols = W.shape
     if H is not None and not isinstance(H, torch.Tensor):
         raise TypeError(f"H must be a torch.Tensor or None; got {type(H).__name__}")
-    dt = _work_dtype(W)
+    dt = compute_dtype(W)
     H = 2.0 * torch.eye(cols, device=W.device, dtype=dt) if H is None else H.detach().to(dt).clone()
     if H.shape != (cols, cols):
         raise ValueError(f"H must be ({cols}, {cols}); got {tuple(H.shape)}")

@@ -19,6 +19,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from iclr25.core.device import compute_dtype
+
 from ._kv_compat import cache_kwarg, returned_cache
 from .data import _check_stream, eval_windows
 from .tokenizers import check_ids
@@ -86,7 +88,7 @@ def log_probs(model: nn.Module, input_ids: torch.Tensor) -> tuple[torch.Tensor, 
     """
     input_ids = _check_ids2d(model, input_ids)
     logits = _logits(model(input_ids.to(_device(model))))[:, :-1]
-    logits = logits.to(torch.promote_types(logits.dtype, torch.float32))
+    logits = logits.to(compute_dtype(logits))
     logp = F.log_softmax(logits, dim=-1)
     tgt = input_ids[:, 1:].to(logp.device)
     return logp.gather(-1, tgt.unsqueeze(-1)).squeeze(-1), logp
@@ -157,7 +159,7 @@ def perplexity(
                 chunk = group[i : i + batch_size]
                 ids = torch.stack([tokens[b:e] for b, e, _ in chunk]).to(device)
                 logits = _logits(model(ids[:, :-1]))
-                logits = logits.to(torch.promote_types(logits.dtype, torch.float32))
+                logits = logits.to(compute_dtype(logits))
                 if torch.isnan(logits).any():
                     raise FloatingPointError("model produced NaN logits during perplexity evaluation")
                 nll = F.cross_entropy(logits.transpose(1, 2), ids[:, 1:], reduction="none")  # (b, length-1)

@@ -25,6 +25,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from iclr25.core.device import compute_dtype
+
 from .tokenizers import check_ids
 
 __all__ = [
@@ -189,7 +191,7 @@ class RMSNorm(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         dtype = x.dtype
-        h = x.to(torch.promote_types(dtype, torch.float32))
+        h = x.to(compute_dtype(dtype))
         h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.eps)
         return self.weight * h.to(dtype)
 
@@ -203,7 +205,7 @@ def rope_cos_sin(
     HF LLaMA, not the interleaved one of the original paper's code). Computed in fp32, or in fp64
     for ``dtype=float64``: fp32 angles are off by ~1e-4 rad at position 1000, far above fp64 noise.
     """
-    work = torch.promote_types(dtype, torch.float32)
+    work = compute_dtype(dtype)
     inv_freq = 1.0 / (
         theta ** (torch.arange(0, head_dim, 2, dtype=torch.int64, device=positions.device).to(work) / head_dim)
     )

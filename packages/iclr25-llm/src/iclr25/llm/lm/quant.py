@@ -16,12 +16,9 @@ from dataclasses import dataclass
 
 import torch
 
+from iclr25.core.device import compute_dtype
+
 __all__ = ["MinMaxQuantizer", "fake_quant_per_token", "gptq", "rtn"]
-
-
-def _work_dtype(t: torch.Tensor) -> torch.dtype:
-    # fp32 at least (fp16/bf16 rounding would change grid decisions); fp64 inputs stay fp64
-    return torch.float64 if t.dtype == torch.float64 else torch.float32
 
 
 def _check_bits(bits, name: str = "bits") -> int:
@@ -65,7 +62,7 @@ class MinMaxQuantizer:
 
     def find_params(self, W: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """``(scale, zero)`` of shape ``(rows, 1)`` from the columns of ``W`` ``(rows, cols)``."""
-        W = W.to(_work_dtype(W))
+        W = W.to(compute_dtype(W))  # fp16/bf16 rounding would change grid decisions
         xmin = W.min(dim=1, keepdim=True).values.clamp(max=0)
         xmax = W.max(dim=1, keepdim=True).values.clamp(min=0)
         if self.symmetric:
@@ -103,7 +100,7 @@ def rtn(W: torch.Tensor, bits: int, group_size: int | None = None, symmetric: bo
     qz = MinMaxQuantizer(bits, symmetric)
     cols = W.shape[1]
     gs = _check_group(group_size, cols)
-    out = torch.empty_like(W, dtype=_work_dtype(W))
+    out = torch.empty_like(W, dtype=compute_dtype(W))
     for j in range(0, cols, gs):
         blk = W[:, j : j + gs]
         out[:, j : j + gs] = qz.quantize(blk, *qz.find_params(blk))
@@ -165,7 +162,7 @@ def gptq(
         raise ValueError(f"percdamp must be >= 0; got {percdamp}")
     qz = MinMaxQuantizer(quantizer) if isinstance(quantizer, int) else quantizer
     gs = _check_group(group_size, cols)
-    W = W0.detach().to(_work_dtype(W0)).clone()
+    W = W0.detach().to(compute_dtype(W0)).clone()
     H = H.detach().to(device=W.device, dtype=W.dtype).clone()
     dead = torch.diag(H) == 0  # inputs that are always zero: their weights cannot matter
     H[dead, dead] = 1.0
@@ -236,7 +233,7 @@ def fake_quant_per_token(x: torch.Tensor, bits: int, symmetric: bool = True) -> 
     _check_bits(bits)
     if symmetric and bits < 2:
         raise ValueError(f"bits must be >= 2 for the symmetric grid; got {bits}")
-    xf = x.to(_work_dtype(x))
+    xf = x.to(compute_dtype(x))
     if symmetric:
         qmax = 2 ** (bits - 1) - 1
         scale = xf.abs().amax(dim=-1, keepdim=True).clamp(min=1e-8) / qmax

@@ -17,6 +17,8 @@ from typing import Any
 import torch
 from torch import nn
 
+from iclr25.core.device import compute_dtype
+
 __all__ = [
     "as_linear_weight",
     "capture_inputs",
@@ -206,7 +208,7 @@ def hessians(model: nn.Module, names: Sequence[str], batches: Iterable) -> dict[
     def hook_for(n: str):
         def hook(_m, args):
             x = args[0].detach()
-            x = x.to(torch.promote_types(x.dtype, torch.float32)).reshape(-1, x.shape[-1])
+            x = x.to(compute_dtype(x)).reshape(-1, x.shape[-1])
             sums[n] = sums[n] + x.t() @ x if n in sums else x.t() @ x
             counts[n] += x.shape[0]
 

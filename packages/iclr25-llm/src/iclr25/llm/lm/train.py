@@ -10,6 +10,7 @@ from collections.abc import Callable, Sequence
 import torch
 from torch import nn
 
+from iclr25.core.device import compute_dtype
 from iclr25.core.progress import progress
 
 from .data import _check_stream, lm_batches
@@ -139,7 +140,7 @@ def train_lm(
         x, y = x.to(device), y.to(device)
         logits = _logits(model(x))
         # fp32 at least (bf16/fp16 losses are too coarse); a float64 model keeps float64
-        logits = logits.to(torch.promote_types(logits.dtype, torch.float32))
+        logits = logits.to(compute_dtype(logits))
         loss = nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
         if not torch.isfinite(loss):
             raise FloatingPointError(f"training loss became {loss.item()} at step {step}")

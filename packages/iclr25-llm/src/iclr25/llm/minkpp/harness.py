@@ -19,6 +19,7 @@ from collections.abc import Mapping, Sequence
 import torch
 from torch import nn
 
+from iclr25.core.device import compute_dtype
 from iclr25.core.progress import progress
 from iclr25.llm.lm.data import _check_stream
 
@@ -132,7 +133,7 @@ def inject_members(
         out = model(batch[:, :-1])
         logits = out.logits if hasattr(out, "logits") else out
         # fp32 at least (bf16/fp16 losses are too coarse); a float64 model keeps float64
-        logits = logits.to(torch.promote_types(logits.dtype, torch.float32))
+        logits = logits.to(compute_dtype(logits))
         loss = nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), batch[:, 1:].reshape(-1))
         if not torch.isfinite(loss):
             raise FloatingPointError(f"loss became {loss.item()} at injection step {step}")

@@ -16,6 +16,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from iclr25.core.device import compute_dtype
+
 __all__ = ["token_stats_reference"]
 
 
@@ -36,7 +38,7 @@ def token_stats_reference(
     ell, mu, var : (...) float32 tensors (float64 for float64 logits)
         ``log p(target)``, ``Σ p log p`` and ``Σ p (log p − mu)²`` (the variance, not its root).
     """
-    logp = F.log_softmax(logits.to(torch.promote_types(logits.dtype, torch.float32)), dim=-1)
+    logp = F.log_softmax(logits.to(compute_dtype(logits)), dim=-1)
     p = logp.exp()
     finite = torch.isfinite(logp)
     plogp = torch.where(finite, p * logp, torch.zeros_like(p))

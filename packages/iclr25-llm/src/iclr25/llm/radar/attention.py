@@ -6,10 +6,11 @@ import math
 
 import torch
 
+from iclr25.core.device import compute_dtype
 from iclr25.core.triton import Backend, BackendOp
 
 from .index import RadarIndex, Selection
-from .reference import compute_dtype, masked_attention
+from .reference import masked_attention
 
 __all__ = ["GATHER_ATTENTION", "attention_recall", "radar_attention"]
 
@@ -101,7 +102,7 @@ GATHER_ATTENTION = BackendOp(
 )
 """Exact attention over a :class:`Selection`, ``(q, k, v, sel, key_mask) -> (B, Hq, Q, d)``: the
 flash-decoding Triton kernel on CUDA (fp32/fp16/bf16), a torch gather + softmax elsewhere and for
-fp64 (softmax in :func:`.reference.compute_dtype`)."""
+fp64 (softmax in :func:`iclr25.core.device.compute_dtype`)."""
 
 
 def _check_qkv(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:

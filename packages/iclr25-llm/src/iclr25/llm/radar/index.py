@@ -19,10 +19,11 @@ from dataclasses import dataclass
 
 import torch
 
+from iclr25.core.device import compute_dtype
 from iclr25.core.triton import Backend, BackendOp
 
 from .config import RadarConfig
-from .reference import compute_dtype, feature_logits, gqa_segment_scores, segment_mass
+from .reference import feature_logits, gqa_segment_scores, segment_mass
 
 __all__ = ["SEGMENT_SCORES", "RadarIndex", "Selection"]
 

@@ -8,8 +8,9 @@ import math
 
 import torch
 
+from iclr25.core.device import compute_dtype
+
 __all__ = [
-    "compute_dtype",
     "feature_logits",
     "feature_map",
     "gqa_segment_scores",
@@ -17,19 +18,6 @@ __all__ = [
     "segment_mass",
     "segment_scores",
 ]
-
-
-def compute_dtype(*xs: torch.Tensor) -> torch.dtype:
-    """The dtype Radar computes in: the widest input dtype, at least fp32.
-
-    bf16/fp16 scores and softmaxes are upcast to fp32 on purpose (their exponentials overflow or
-    lose the ranking), while fp64 inputs must stay fp64: rounding them to fp32 would make a float64
-    model differ from its own exact attention by ~1e-7 instead of ~1e-15.
-    """
-    dtype = torch.float32
-    for x in xs:
-        dtype = torch.promote_types(dtype, x.dtype)
-    return dtype
 
 
 def feature_logits(x: torch.Tensor, omega: torch.Tensor, *, head_dim: int | None = None) -> torch.Tensor:
@@ -149,7 +137,7 @@ def segment_mass(q: torch.Tensor, keys: torch.Tensor, c: int, n_seg: int) -> tor
 
     Returns
     -------
-    (B, H, Q, n_seg) tensor in :func:`compute_dtype` (fp32, or fp64 for fp64 input)
+    (B, H, Q, n_seg) tensor in :func:`iclr25.core.device.compute_dtype` (fp32, or fp64 for fp64 input)
     """
     dt = compute_dtype(q, keys)
     s = (q.to(dt) @ keys[:, :, : n_seg * c].to(dt).transpose(-1, -2)) / math.sqrt(q.shape[-1])
@@ -168,7 +156,8 @@ def masked_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: to
 
     Returns
     -------
-    (B, Hq, Q, d) tensor in ``q``'s dtype (softmax in :func:`compute_dtype`: fp32, fp64 for fp64 input)
+    (B, Hq, Q, d) tensor in ``q``'s dtype (softmax in :func:`iclr25.core.device.compute_dtype`: fp32, fp64 for
+    fp64 input)
     """
     rep = q.shape[1] // k.shape[1]
     kk = k.repeat_interleave(rep, 1) if rep > 1 else k

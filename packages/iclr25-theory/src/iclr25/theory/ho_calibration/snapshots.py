@@ -8,6 +8,8 @@ from itertools import combinations
 import torch
 from torch import Tensor
 
+from iclr25.core.device import compute_dtype
+
 from .mixture import Mixture, _check_simplex, _int_arg
 
 __all__ = [
@@ -344,7 +346,7 @@ def hoce_k(mix_per_bucket: Mixture, bucket_ids: Tensor, counts: Tensor) -> float
     ids = bucket_ids.to(vectors.device).long()
     flat = ids * vectors.shape[0] + idx
     # Counting in bf16 stalls at 256 (fp16 at 2048), so half-precision mixtures are scored in float32.
-    probs = probs.to(torch.promote_types(probs.dtype, torch.float32))
+    probs = probs.to(compute_dtype(probs))
     emp = torch.zeros(n_buckets * vectors.shape[0], dtype=probs.dtype, device=probs.device)
     emp.index_add_(0, flat, torch.ones_like(flat, dtype=probs.dtype))
     emp = emp.view(n_buckets, -1)
