@@ -275,7 +275,7 @@ def platform_info(device: Any = None) -> dict[str, Any]:
     }
     try:
         import threadpoolctl
-    except ImportError:  # optional: without it the BLAS kernels go unrecorded
+    except ImportError:  # a dependency of iclr25-core; a broken install still gets its results.json
         info["blas"] = None
     else:
         try:
