@@ -81,11 +81,23 @@ def fit_curve(x: Any, y: Any, method: str = "pchip") -> tuple[Callable[[np.ndarr
     -------
     (f, integral)
         ``f(t)`` evaluates the fit; ``integral(a, b)`` is its exact integral over ``[a, b]``.
+
+    Raises
+    ------
+    ValueError
+        Unknown ``method``, too few or non-finite samples, or ``x`` not strictly increasing.
     """
     x = np.asarray(x, dtype=np.float64)
     y = np.asarray(y, dtype=np.float64)
     if method not in _METHODS:
         raise ValueError(f"method must be one of {_METHODS}, got {method!r}")
+    if x.ndim != 1 or x.shape != y.shape:
+        raise ValueError(f"x and y must be 1-D of the same length, got shapes {x.shape} and {y.shape}")
+    if x.size < 2 or not (np.isfinite(x).all() and np.isfinite(y).all()):
+        raise ValueError(f"x and y must hold at least 2 finite samples, got {x.size}")
+    # The Hermite segments are found by searchsorted: unsorted x would give a wrong fit silently.
+    if (np.diff(x) <= 0).any():
+        raise ValueError(f"x must be strictly increasing, got {x.tolist()}")
     if method == "cubic":
         if x.size < 4:
             raise ValueError(f"method='cubic' needs at least 4 points per curve, got {x.size} (use method='pchip')")

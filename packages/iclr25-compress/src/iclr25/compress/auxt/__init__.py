@@ -10,8 +10,8 @@ downsampling stages an orthonormal Haar DWT, a learnable per-subband scaling ``e
 near-orthogonal 1×1 projection (OLP), added to the stage output; the synthesis side mirrors it
 with inverse shortcuts (iWLS). Training adds ``w_orth · Σ mean((WWᵀ − I)²)`` to the RD loss::
 
-    x ─ g_a[0..1] ─(+)─ g_a[2..3] ─(+)─ ... ─(+)─ y
-    └── WLS_1 ──────┴── WLS_2 ─────┴─ ... ─┘
+    x ─ g_a[0] ─(+)─ g_a[1..2] ─(+)─ ... ─(+)─ y      (taps after the strided layers 0, 2, 4, 6,
+    └── WLS_1 ───┴──── WLS_2 ────┴─ ... ───┘          before the GDN that follows each of them)
 
 The entropy model and bitstream are the base codec's.
 """

@@ -124,13 +124,24 @@ def find_taps(transform: nn.Sequential, x: torch.Tensor, kind: str = "down") -> 
 def check_images(x: Any, multiple: int = 1, pad: bool = False, name: str = "x") -> None:
     """Validate a batch of RGB images for a codec.
 
+    Parameters
+    ----------
+    x:
+        ``(B, 3, H, W)`` float tensor with values in [0, 1], ``B, H, W ≥ 1``.
+    multiple:
+        H and W must be multiples of this unless ``pad``.
+    pad:
+        The caller pads H and W itself, so any size is accepted.
+    name:
+        The argument's name in error messages.
+
     Raises
     ------
     TypeError
-        ``x`` is not a floating-point tensor.
+        ``x`` is not a torch.Tensor.
     ValueError
-        Wrong rank, channels ≠ 3, NaN/inf, values outside [0, 1], or H, W not multiples of
-        ``multiple`` (unless ``pad``).
+        Not a floating-point dtype, wrong rank, channels ≠ 3, an empty batch or image, NaN/inf,
+        values outside [0, 1], or H, W not multiples of ``multiple`` (unless ``pad``).
     """
     if not isinstance(x, torch.Tensor):
         raise TypeError(f"{name} must be a torch.Tensor of images, got {type(x).__name__}")
@@ -138,6 +149,8 @@ def check_images(x: Any, multiple: int = 1, pad: bool = False, name: str = "x") 
         raise ValueError(f"{name} must be a float tensor with values in [0, 1], got dtype {x.dtype}")
     if x.dim() != 4 or x.shape[1] != 3:
         raise ValueError(f"{name} must be (B, 3, H, W) RGB images, got shape {tuple(x.shape)}")
+    if x.numel() == 0:
+        raise ValueError(f"{name} must hold at least one non-empty image, got shape {tuple(x.shape)}")
     if not torch.isfinite(x).all():
         raise ValueError(f"{name} contains NaN or inf")
     lo, hi = float(x.min()), float(x.max())
@@ -184,7 +197,8 @@ class AuxTModel(nn.Module):
     Attributes
     ----------
     multiple: int
-        H and W must be multiples of this (``2^K`` times the hyperprior's extra downsampling).
+        H and W must be multiples of this: ``2^K`` for the ``K`` downsampling layers of ``g_a``
+        (tapped or not), times the hyperprior's extra downsampling.
     """
 
     def __init__(
@@ -212,16 +226,18 @@ class AuxTModel(nn.Module):
         probe = torch.zeros(1, 3, probe_size, probe_size, device=param.device, dtype=param.dtype)
         was_training = base.training
         base.eval()
-        down = find_taps(base.g_a, probe, "down")
-        with torch.no_grad():
-            y = base.g_a(probe)
-        up = find_taps(base.g_s, y, "up")
-        extra = 1
-        if isinstance(getattr(base, "h_a", None), nn.Module):
+        try:
+            down = find_taps(base.g_a, probe, "down")
             with torch.no_grad():
-                z = base.h_a(y)
-            extra = y.shape[-1] // z.shape[-1]
-        base.train(was_training)
+                y = base.g_a(probe)
+            up = find_taps(base.g_s, y, "up")
+            extra = 1
+            if isinstance(getattr(base, "h_a", None), nn.Module):
+                with torch.no_grad():
+                    z = base.h_a(y)
+                extra = y.shape[-1] // z.shape[-1]
+        finally:
+            base.train(was_training)  # a failed dry run must not leave the user's model in eval mode
 
         enc_idx = self._pick("g_a", enc_taps, down, len(base.g_a))
         dec_idx = self._pick("g_s", dec_taps, up, len(base.g_s))
@@ -238,17 +254,26 @@ class AuxTModel(nn.Module):
             dec_channels = [channels[-1], *reversed(channels[:-1])]
         else:
             dec_channels = [y.shape[1], *(by_idx_up[i][1] for i in dec_idx)]
-        self.base = base
-        self.enc_channels, self.dec_channels = channels, dec_channels
-        base.g_a = AuxTransform(
+        if len(dec_channels) != len(dec_idx) + 1:
+            raise ValueError(
+                f"dec_taps {dec_idx} are not all upsampling layers, so their channels are taken from "
+                f"channels reversed ({dec_channels}), which needs {len(dec_channels) - 1} taps, got {len(dec_idx)}"
+            )
+        # Both wrappers are built (and validated) before either replaces the base's transform: a bad
+        # dec_taps must not leave g_a wrapped, which would also refuse every later attach.
+        g_a = AuxTransform(
             base.g_a, enc_idx, [WLS(channels[k], channels[k + 1], folded=folded) for k in range(len(enc_idx))]
         ).to(device=param.device, dtype=param.dtype)
-        base.g_s = AuxTransform(
+        g_s = AuxTransform(
             base.g_s,
             dec_idx,
             [InverseWLS(dec_channels[k], dec_channels[k + 1], folded=folded) for k in range(len(dec_idx))],
         ).to(device=param.device, dtype=param.dtype)
-        self.multiple = (2 ** len(enc_idx)) * extra
+        self.base = base
+        self.enc_channels, self.dec_channels = channels, dec_channels
+        base.g_a, base.g_s = g_a, g_s
+        # Every downsampling layer of g_a counts, not only the tapped ones (explicit taps may be fewer).
+        self.multiple = (probe_size // y.shape[-1]) * extra
         log.info("AuxT taps g_a=%s g_s=%s channels=%s / %s", enc_idx, dec_idx, channels, dec_channels)
 
     @staticmethod
@@ -272,7 +297,9 @@ class AuxTModel(nn.Module):
     def forward(self, x: torch.Tensor, pad: bool = False) -> dict[str, Any]:
         """The base model's forward pass: ``{"x_hat", "likelihoods", ...}``.
 
-        ``x``: ``(B, 3, H, W)`` float in [0, 1]; ``x_hat`` is not clamped (training).
+        ``x``: ``(B, 3, H, W)`` float in [0, 1]; ``x_hat`` is not clamped (training). With ``pad``,
+        any H, W is zero-padded to :attr:`multiple` and ``x_hat`` cropped back (the likelihoods
+        cover the padded image).
         """
         check_images(x, self.multiple, pad)
         h, w = x.shape[-2:]
@@ -311,7 +338,8 @@ class AuxTModel(nn.Module):
         """Encode images to byte strings with the base model's entropy coder.
 
         Each byte string gets a 20-byte header (magic, length, CRC-32, original H and W) so that
-        :meth:`decompress` rejects truncated or corrupted input instead of decoding garbage.
+        :meth:`decompress` rejects truncated or corrupted input instead of decoding garbage. With
+        ``pad``, any H, W is zero-padded to :attr:`multiple`; :meth:`decompress` crops it back.
 
         Returns
         -------
@@ -404,7 +432,8 @@ def attach_auxt(model: nn.Module, **kw: Any) -> AuxTModel:
     model:
         e.g. ``compressai.models.MeanScaleHyperprior(128, 192)``.
     **kw:
-        Passed to :class:`AuxTModel` (``enc_taps``, ``dec_taps``, ``channels``, ``w_orth``, ``folded``).
+        Passed to :class:`AuxTModel` (``enc_taps``, ``dec_taps``, ``channels``, ``w_orth``, ``folded``,
+        ``probe_size``).
     """
     return AuxTModel(model, **kw)
 

@@ -21,7 +21,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .haar import haar_dwt2d, haar_filters, haar_idwt2d
+from .haar import _check_map, haar_dwt2d, haar_filters, haar_idwt2d
 
 __all__ = ["OLP", "WLS", "InverseWLS", "ortho_loss"]
 
@@ -127,7 +127,8 @@ class _Shortcut(nn.Module):
         self.olp = OLP(*olp_shape)
 
     def _check_input(self, x: torch.Tensor) -> None:
-        if x.dim() != 4 or x.shape[1] != self.in_channels:
+        _check_map(x, "x")  # a numpy array or an integer tensor: TypeError naming x, not AttributeError
+        if x.shape[1] != self.in_channels:
             raise ValueError(f"x must be (B, {self.in_channels}, H, W), got {tuple(x.shape)}")
 
     def ortho_loss(self) -> torch.Tensor:
