@@ -23,7 +23,8 @@ __all__ = ["evaluate", "firing_statistics", "selectivity_anova", "train_barrel",
 
 
 def _as_tensor(x: np.ndarray | torch.Tensor, device: torch.device, dtype: torch.dtype | None = None) -> torch.Tensor:
-    t = (torch.from_numpy(x) if isinstance(x, np.ndarray) else x).to(device)
+    # torch.from_numpy refuses negative strides (np.flip, x[::-1]); a contiguous array is used as is
+    t = (torch.from_numpy(np.ascontiguousarray(x)) if isinstance(x, np.ndarray) else x).to(device)
     # spikes follow the model's float dtype (to_spikes gives float32; a .double() model needs float64)
     return t.to(dtype) if dtype is not None and t.is_floating_point() else t
 
@@ -41,6 +42,13 @@ def _check_int(name: str, v: object, low: int) -> int:
 def _check_lengths(spikes: np.ndarray | torch.Tensor, labels: np.ndarray | torch.Tensor) -> None:
     if len(spikes) != len(labels):
         raise ValueError(f"spikes and labels must have the same length, got {len(spikes)} and {len(labels)}")
+
+
+def _check_not_empty(spikes: np.ndarray | torch.Tensor) -> None:
+    # an empty set would otherwise fail deep inside torch (torch.cat of no batches, backward of a
+    # constant loss) with a message that names neither the argument nor the cause
+    if len(spikes) == 0:
+        raise ValueError(f"spikes must hold at least one sweep [N >= 1, 2, T, 93], got shape {tuple(spikes.shape)}")
 
 
 @torch.no_grad()
@@ -89,8 +97,8 @@ def train_barrel(
     step_size = _check_int("step_size", step_size, 1)
     dev = _param(model).device
     x, y = _as_tensor(spikes, torch.device("cpu"), _param(model).dtype), _as_tensor(labels, torch.device("cpu")).long()
-    if len(x) != len(y):
-        raise ValueError(f"spikes and labels must have the same length, got {len(x)} and {len(y)}")
+    _check_lengths(x, y)
+    _check_not_empty(x)
     opt = torch.optim.Adam(model.param_groups(lr))
     sched = torch.optim.lr_scheduler.StepLR(opt, step_size=step_size, gamma=gamma)
     gen = torch.Generator().manual_seed(seed)
@@ -145,8 +153,13 @@ def whisker_deprivation_curve(
     dict
         ``ks``, ``accuracy`` (mean per k), ``per_draw`` (lists), ``spearman`` (ρ of k vs accuracy).
     """
+    ks = list(ks)
+    pool = _check_int("pool", pool, 1)
+    # int(1.5) would silently run k = 1; a repeated k would overwrite its own per_draw entry
+    if any(not isinstance(k, numbers.Integral) or isinstance(k, bool) for k in ks) or len(set(ks)) != len(ks):
+        raise ValueError(f"ks must be distinct ints, got {ks}")
     ks = [int(k) for k in ks]
-    if any(not 0 <= k <= pool for k in ks) or not 1 <= pool <= N_WHISKERS:
+    if any(not 0 <= k <= pool for k in ks) or pool > N_WHISKERS:
         raise ValueError(f"ks must lie in 0..pool and pool in 1..{N_WHISKERS}, got ks={ks}, pool={pool}")
     draws = _check_int("draws", draws, 1)
     rng = np.random.default_rng(seed)
@@ -203,6 +216,7 @@ def selectivity_anova(
         proportions with ``smoothing`` added to every count.
     """
     _check_lengths(spikes, labels)
+    _check_not_empty(spikes)
     rec = _record(model, spikes)
     y = _as_tensor(labels, torch.device("cpu")).long()
     classes = torch.unique(y)
@@ -226,10 +240,12 @@ def firing_statistics(model: BarrelCortexRSNN, spikes: np.ndarray | torch.Tensor
     Returns
     -------
     dict
-        ``rates`` (per population, spikes/step), ``rate_E``, ``rate_I``, ``cv_binary``, ``isi_cv``
-        (mean over neurons with ≥ 3 spikes), ``in_degree`` / ``out_degree`` ``(n,)``: summed absolute
-        effective weights into / out of every neuron.
+        ``rates`` (per population, spikes/step), ``rate_E``, ``rate_I``, ``cv_binary`` and ``isi_cv``
+        (means over spike trains, one per (sweep, neuron) pair; ``isi_cv`` over the trains with ≥ 3
+        spikes), ``in_degree`` / ``out_degree`` ``(n,)``: summed absolute effective weights into /
+        out of every neuron.
     """
+    _check_not_empty(spikes)
     rec = _record(model, spikes)  # [N, T, n]
     spec = model.cortex.spec
     off = spec.offsets

@@ -43,6 +43,13 @@ def _choice(name: str, value: Any, choices: tuple[str, ...]) -> None:
         raise ValueError(f"{name} must be one of {choices}, got {value!r}")
 
 
+def _check_real(name: str, value: Any, positive: bool = True) -> None:
+    # numbers.Real: NumPy scalars (np.float32 from a hyper-parameter grid) are floats too; bools are not
+    ok = isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
+    if not ok or (positive and not value > 0):
+        raise ValueError(f"{name} must be a finite float{' > 0' if positive else ''}, got {value!r}")
+
+
 class ConstrainedSpikingNetwork(nn.Module):
     """A recurrent ALIF network with fixed sparse masks, Dale's law and an input projection.
 
@@ -97,8 +104,12 @@ class ConstrainedSpikingNetwork(nn.Module):
         _choice("backend", backend, _BACKENDS)
         self.backend = backend
         for name, v in (("init_w", init_w), ("tau_m", tau_m), ("tau_adp", tau_adp)):
-            if not isinstance(v, (int, float)) or not v > 0:
-                raise ValueError(f"{name} must be a float > 0, got {v!r}")
+            _check_real(name, v)
+        # a NaN threshold makes every comparison false: a network that never fires, without an error
+        _check_real("init_b", init_b, positive=False)
+        _check_real("beta", beta, positive=False)
+        if beta < 0:
+            raise ValueError(f"beta must be a finite float >= 0, got {beta!r}")
         self.spec = spec
         self.update, self.init_state = update, init_state
         self.b0, self.beta = float(init_b), float(beta)
@@ -375,8 +386,8 @@ class BarrelCortexRSNN(nn.Module):
         Parameters
         ----------
         spikes:
-            ``[B, 2, T, 93]`` 0/1 (force, torque), or official ``[B, 2, sweeps, T, 93]`` (sweep 0 used).
-            Not modified.
+            ``[B, 2, T, 93]`` 0/1 (force, torque), or official ``[B, 2, sweeps, T, 93]`` (sweep 0 used);
+            any float dtype, cast to the model's. Not modified.
         record:
             Also return the cortical spikes.
         allow_rates:
@@ -388,7 +399,9 @@ class BarrelCortexRSNN(nn.Module):
             ``scores [B, n_classes]`` (softmax summed over t ≥ 1, divided by T) and, with ``record``,
             ``spikes [B, T, n]``.
         """
-        spikes = check_spike_input(spikes, self.n_inputs, allow_rates)
+        # 0/1 spikes are exact in every float dtype: follow the model's, so float32 `to_spikes`
+        # output drives a .double() model as it does the analyses (a cast, never in place)
+        spikes = check_spike_input(spikes, self.n_inputs, allow_rates).to(self.fc_force.weight.dtype)
         batch, _, t_steps, _ = spikes.shape
         if batch == 0 or t_steps == 0:
             scores = spikes.new_zeros(batch, self.n_classes)
@@ -406,8 +419,8 @@ class BarrelCortexRSNN(nn.Module):
 
     def param_groups(self, lr: float = 0.008) -> list[dict[str, Any]]:
         """Adam groups of RSNN_bfd: weights ``lr``, τ_adp ``5·lr``, τ_m ``2·lr``."""
-        if not isinstance(lr, (int, float)) or not lr > 0 or not math.isfinite(lr):
-            raise ValueError(f"lr must be a float > 0, got {lr!r}")
+        _check_real("lr", lr)
+        lr = float(lr)  # 5 * np.float32(lr) would stay float32 and round the group rates
         tau_m = [self.cortex.tau_m, self.tau_m_thal]
         tau_adp = [self.cortex.tau_adp, self.tau_adp_thal]
         special = {id(p) for p in tau_m + tau_adp}

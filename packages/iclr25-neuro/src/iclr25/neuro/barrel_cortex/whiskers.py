@@ -299,8 +299,8 @@ def to_spikes(
 
     ``p = sigmoid(log‖F‖ − c_f)`` and ``sigmoid(log‖τ‖ − c_t)`` (norm over xyz, zeros → 1e-5), each
     frame repeated ``dt`` times, then Bernoulli. ``c_f=2, c_t=4`` is the official formula; ``None``
-    uses the log of the median non-zero magnitude of these inputs (the official constants are tied
-    to Bullet's units).
+    uses the log of the median magnitude above the 1e-5 floor of these inputs (the official
+    constants are tied to Bullet's units).
 
     Parameters
     ----------
@@ -308,6 +308,8 @@ def to_spikes(
         ``[N, sweeps, frames, 31, 3, 3]``; not modified.
     dt:
         Repeats per frame (int >= 1).
+    c_f, c_t:
+        Finite centres of the force / torque sigmoid, or ``None`` (from the data, see above).
     generator:
         NumPy generator or seed for the Bernoulli draws.
 
@@ -321,6 +323,10 @@ def to_spikes(
     if not _is_int(dt) or dt < 1:
         raise ValueError(f"dt must be an int >= 1, got {dt!r}")
     dt = int(dt)
+    for name, c in (("c_f", c_f), ("c_t", c_t)):
+        # a NaN centre gives p = NaN (no spikes at all), an infinite one p = 0 or 1, all silently
+        if c is not None and (not isinstance(c, numbers.Real) or isinstance(c, bool) or not math.isfinite(c)):
+            raise ValueError(f"{name} must be a finite float or None, got {c!r}")
     for name, a in (("force", force), ("torque", torque)):
         # a NaN magnitude gives p = NaN, which Bernoulli sampling would silently turn into no spikes
         if not np.isfinite(a).all():
@@ -356,9 +362,13 @@ def deprive_whiskers(
     force, torque:
         ``[N, sweeps, frames, 31, 3, 3]``.
     whisker_idx:
-        Distinct whisker indices in ``0..30``.
+        Distinct whisker indices in ``0..30``: a sequence, NumPy array or tensor of ints.
     """
     _check_pair(force, torque)
+    if hasattr(whisker_idx, "tolist"):  # NumPy arrays and tensors iterate as 0-d arrays, not ints
+        whisker_idx = whisker_idx.tolist()
+    if isinstance(whisker_idx, (numbers.Number, str)):
+        raise TypeError(f"whisker_idx must be a sequence of whisker indices, e.g. [3], got {whisker_idx!r}")
     # int(1.7) would silently deprive whisker 1: accept only integral values (ints, numpy ints)
     bad = [i for i in whisker_idx if isinstance(i, bool) or not isinstance(i, (int, np.integer))]
     if bad:
