@@ -260,6 +260,12 @@ def test_bad_inputs():
             TruncatedConsistencyLoss(sched, boundary_prob=bp)
     with pytest.raises(ValueError, match="weighting"):
         ConsistencyTrainingLoss(sched, weighting="x")
+    # a NaN location made every sampled t NaN, reported only later as a "non-finite loss"
+    with pytest.raises(ValueError, match="P_mean"):
+        ConsistencyTrainingLoss(sched, P_mean=float("nan"))
+    for t_dist in ("student_t", "lognormal"):
+        with pytest.raises(ValueError, match="loc"):
+            TruncatedConsistencyLoss(sched, t_dist=t_dist, loc=float("nan"))
     x0 = torch.zeros(4, 2)
     x0[0, 0] = float("nan")
     with pytest.raises(ValueError, match="x0"):

@@ -98,3 +98,40 @@ def test_two_step_sampling_closed_form_student_and_teacher():
             warnings.simplefilter("ignore")
             got = consistency_sample(tcm, (5, 2), (80.0, t_mid), generator=torch.Generator().manual_seed(4))
         torch.testing.assert_close(got, want)
+
+
+def test_shallow_copied_teacher_sharing_parameters_is_rejected():
+    """copy.copy(net) shares the parameter tensors: freezing the teacher used to freeze the student."""
+    import copy
+
+    net = Lin(2.0)
+    with pytest.raises(ValueError, match="share 1 parameter"):
+        TruncatedCM(net, copy.copy(net), 1.0)
+    assert net.a.requires_grad  # the rejected call did not freeze the student
+    wrapper = nn.Sequential(net)  # the student nested inside the teacher
+    with pytest.raises(ValueError, match="share"):
+        TruncatedCM(net, wrapper, 1.0)
+
+
+def test_sampling_restores_each_submodule_mode():
+    """A submodule the caller keeps in eval mode stays in eval mode after sampling mid-training."""
+
+    class Net(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.body, self.frozen = Lin(1.0), nn.Dropout(0.5)
+
+        def forward(self, x, t, **_):
+            return self.body(x, t)
+
+    f = Net().train()
+    f.frozen.eval()
+    consistency_sample(f, (3, 2), (80.0,))
+    assert f.training and f.body.training and not f.frozen.training
+    f.eval()
+    consistency_sample(f, (3, 2), (80.0,))
+    assert not any(m.training for m in f.modules())
+    tcm, _ = _pair()
+    tcm.train()
+    consistency_sample(tcm, (3, 2), (80.0,))
+    assert tcm.training and tcm.student.training and not tcm.teacher.training

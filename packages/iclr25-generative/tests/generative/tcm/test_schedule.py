@@ -59,3 +59,34 @@ def test_bad_schedule_args():
         ECTSchedule(double_every=0)
     with pytest.raises(TypeError, match="t"):
         ECTSchedule().delta(1.0, 0)
+
+
+def test_ratio_stays_capped_far_beyond_the_float_range_of_q_powers():
+    # 2.0 ** 1025 overflows: with double_every=1 the ratio used to raise OverflowError from step 1024 on,
+    # killing a long run (or a small-stage digits run) mid-training
+    s = ECTSchedule(q=2, double_every=1)
+    assert s.ratio(1100) == s.ratio(10**9) == 0.999
+    t = torch.tensor([0.5, 1.0, 80.0], dtype=torch.float64)
+    torch.testing.assert_close(s.delta(t, 5000), s.delta(t, 20))
+
+
+@pytest.mark.parametrize(("t_min", "t_max"), [(5.0, 80.0), (20.0, 80.0)])
+def test_truncated_samplers_exact_in_the_upper_tail(t_min, t_max):
+    """Truncation far above the location: the CDF rounds to 1 at both ends in float64.
+
+    The old inverse CDF then put draws on t_max (lognormal) or on a handful of values; the law is
+    checked against scipy's tail-accurate survival functions.
+    """
+    from scipy import stats
+
+    g = torch.Generator().manual_seed(0)
+    a, b = math.log(t_min) / 0.2, math.log(t_max) / 0.2
+    t = sample_truncated_lognormal(4000, 0.0, 0.2, t_min, t_max, g)
+    assert float(t.max()) < 2 * t_min  # the mass sits just above t_min, none at t_max
+    assert stats.kstest(t.log().numpy() / 0.2, stats.truncnorm(a, b).cdf).pvalue > 1e-3
+    df = 1000.0
+    t = sample_truncated_log_student_t(4000, df, 0.0, 0.2, t_min, t_max, g)
+    sf = lambda x: stats.t.sf(x, df)  # noqa: E731
+    cdf = lambda x: (sf(a) - sf(x)) / (sf(a) - sf(b))  # noqa: E731
+    assert float(t.max()) < 2 * t_min
+    assert stats.kstest(t.log().numpy() / 0.2, cdf).pvalue > 1e-3

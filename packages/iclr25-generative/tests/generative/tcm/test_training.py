@@ -1,5 +1,6 @@
 """The two-stage drivers: ``train_tcm`` wiring, the continued Delta_t counter and failure handling."""
 
+import numpy as np
 import pytest
 import torch
 from torch import nn
@@ -77,6 +78,8 @@ def test_train_tcm_pretrains_before_stage1_when_configured():
         ({"t_prime": 80.0}, ValueError, "t_prime"),
         ({"data": torch.tensor([[0.0, float("nan")]])}, ValueError, "finite"),
         ({"data": torch.zeros(4, 2, dtype=torch.long)}, TypeError, "floating"),
+        # used to be iterated row by row and fail with "x0 expects a torch.Tensor", an argument never passed
+        ({"data": np.zeros((64, 2), np.float32)}, TypeError, r"data expects.*torch\.from_numpy"),
     ],
 )
 def test_train_tcm_bad_input(kwargs, exc, match):

@@ -134,3 +134,13 @@ def test_schedule_accepts_numpy_steps_and_repr_shows_k():
 def test_truncated_cm_rejects_infinite_t_prime():
     with pytest.raises(ValueError, match="t_prime"):  # inf routed every sample to the teacher
         TruncatedCM(_net(), _net().requires_grad_(False), float("inf"))
+
+
+def test_empty_batch_gives_empty_losses():
+    """B = 0 used to fail in pseudo_huber's reshape(0, -1) with an unrelated-looking RuntimeError."""
+    assert pseudo_huber(torch.zeros(0, 2), torch.zeros(0, 2)).shape == (0,)
+    tcm, sched = _tcm(), ECTSchedule()
+    assert ConsistencyTrainingLoss(sched)(tcm.student, torch.zeros(0, 2), 0).shape == (0,)
+    out = TruncatedConsistencyLoss(sched)(tcm, torch.zeros(0, 2), 0)
+    assert out["per_sample"].shape == (0,) and float(out["loss"]) == 0.0
+    torch.testing.assert_close(pseudo_huber(torch.tensor([3.0, -1.0]), torch.zeros(2)), torch.tensor([3.0, 1.0]))

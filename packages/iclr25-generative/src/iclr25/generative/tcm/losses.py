@@ -42,7 +42,8 @@ def pseudo_huber(a: torch.Tensor, b: torch.Tensor, c: float = 1e-8) -> torch.Ten
         raise ValueError(f"a and b must have the same shape (B, ...), got {tuple(a.shape)} and {tuple(b.shape)}")
     if not c >= 0:
         raise ValueError(f"c must be >= 0, got {c}")
-    d2 = (a - b).reshape(a.shape[0], -1).pow(2).sum(1)
+    # explicit width: reshape(0, -1) is ambiguous and raised on an empty batch
+    d2 = (a - b).reshape(a.shape[0], math.prod(a.shape[1:])).pow(2).sum(1)
     return (d2 + c * c).sqrt() - c
 
 
@@ -61,6 +62,23 @@ def _check_truncation(n: Any, t_min: float, t_max: float, **positive: float) -> 
             raise ValueError(f"{name} must be a finite float > 0, got {v}")
 
 
+def _mirrored_inverse_cdf(
+    cdf: Callable[[Any], Any], icdf: Callable[[Any], Any], lo: float, hi: float, u: np.ndarray
+) -> np.ndarray:
+    """z = icdf(cdf(lo) + u (cdf(hi) - cdf(lo))) for a law symmetric about 0, clipped to [lo, hi].
+
+    An interval in the upper tail (lo > 0) is drawn as the negative of its mirror image: there
+    cdf(lo) and cdf(hi) both round to 1 in float64 and every draw would land on a few values (or
+    on hi), while the lower-tail probabilities keep full relative precision.
+    """
+    flip = lo > 0
+    if flip:
+        lo, hi = -hi, -lo
+    flo, fhi = cdf(lo), cdf(hi)
+    z = np.clip(icdf(flo + u * (fhi - flo)), lo, hi)
+    return -z if flip else z
+
+
 def sample_truncated_lognormal(
     n: int, mean: float, std: float, t_min: float, t_max: float, generator: torch.Generator | None = None
 ) -> torch.Tensor:
@@ -68,8 +86,7 @@ def sample_truncated_lognormal(
     _check_truncation(n, t_min, t_max, std=std)
     lo, hi = (math.log(t_min) - mean) / std, (math.log(t_max) - mean) / std
     u = _uniform(n, generator, torch.device("cpu"))
-    p = special.ndtr(lo) + u * (special.ndtr(hi) - special.ndtr(lo))
-    z = np.clip(special.ndtri(p), lo, hi)
+    z = _mirrored_inverse_cdf(special.ndtr, special.ndtri, lo, hi, u)
     return torch.from_numpy(np.exp(mean + std * z))
 
 
@@ -84,8 +101,7 @@ def sample_truncated_log_student_t(
     _check_truncation(n, t_min, t_max, df=df, scale=scale)
     lo, hi = (math.log(t_min) - loc) / scale, (math.log(t_max) - loc) / scale
     u = _uniform(n, generator, torch.device("cpu"))
-    flo, fhi = special.stdtr(df, lo), special.stdtr(df, hi)
-    z = np.clip(special.stdtrit(df, flo + u * (fhi - flo)), lo, hi)
+    z = _mirrored_inverse_cdf(lambda x: special.stdtr(df, x), lambda p: special.stdtrit(df, p), lo, hi, u)
     return torch.from_numpy(np.exp(loc + scale * z))
 
 
@@ -194,6 +210,8 @@ class ConsistencyTrainingLoss(nn.Module):
             raise ValueError(f"need 0 < t_min < t_max, got t_min={t_min}, t_max={t_max}")
         if not P_std > 0:
             raise ValueError(f"P_std must be > 0, got {P_std}")
+        if not math.isfinite(P_mean):  # a NaN mean made every t NaN: a "non-finite loss" at step 0
+            raise ValueError(f"P_mean must be a finite float, got {P_mean}")
         self.schedule, self.P_mean, self.P_std = schedule, float(P_mean), float(P_std)
         self.t_min, self.t_max, self.c, self.weighting, self.sigma_data = t_min, t_max, c, weighting, sigma_data
 
@@ -275,6 +293,8 @@ class TruncatedConsistencyLoss(nn.Module):
             raise ValueError(f"t_dist must be 'student_t' or 'lognormal', got {t_dist!r}")
         if not (df > 0 and scale > 0):
             raise ValueError(f"df and scale must be > 0, got df={df}, scale={scale}")
+        if not math.isfinite(loc):
+            raise ValueError(f"loc must be a finite float, got {loc}")
         self.schedule, self.t_prime, self.boundary_prob, self.w_boundary = (
             schedule,
             float(t_prime),

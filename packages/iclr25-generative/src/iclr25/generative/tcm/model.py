@@ -46,6 +46,14 @@ class TruncatedCM(nn.Module):
             raise ValueError(f"t_prime must be a finite float > 0, got {t_prime!r}")
         if student is teacher:
             raise ValueError("student and teacher must be different modules (deep-copy the stage-1 model)")
+        # a shallow copy (copy.copy) shares the tensors: freezing the teacher below would freeze the
+        # student too, and training the student would move the teacher
+        shared = {id(p) for p in student.parameters()} & {id(p) for p in teacher.parameters()}
+        if shared:
+            raise ValueError(
+                f"student and teacher share {len(shared)} parameter tensors; the teacher must be a separate "
+                "frozen copy (copy.deepcopy the stage-1 model, not copy.copy)"
+            )
         if any(p.requires_grad for p in teacher.parameters()):
             warnings.warn("TruncatedCM: the teacher had trainable parameters; freezing them", stacklevel=2)
             teacher.requires_grad_(False)

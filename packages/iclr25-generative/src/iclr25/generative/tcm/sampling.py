@@ -58,7 +58,9 @@ def consistency_sample(
         device = p.device
     if dtype is None:
         dtype = p.dtype if p is not None and p.is_floating_point() else torch.float32
-    was_training = getattr(f, "training", False)
+    # each submodule's own flag is restored: f.train(mode) would also switch on submodules the
+    # caller keeps in eval mode (a frozen encoder, BatchNorm statistics) mid-training
+    modes = [(m, m.training) for m in f.modules()] if isinstance(f, torch.nn.Module) else []
     if isinstance(f, torch.nn.Module):
         f.eval()
     try:
@@ -67,5 +69,5 @@ def consistency_sample(
                 f, shape, sigmas, sigma_min=sigma_min, cond=cond, generator=generator, device=device, dtype=dtype
             )
     finally:
-        if isinstance(f, torch.nn.Module):
-            f.train(was_training)
+        for m, mode in modes:
+            m.training = mode

@@ -15,7 +15,7 @@ class ECTSchedule:
     """Delta_t(t) = t (1 - ratio)(1 + k sigmoid(-t)), ratio = min(1 - 1/q^(stage+1), ratio_limit).
 
     ``stage = step // double_every``; r = t - Delta_t is clipped to ``>= 1e-6`` and Delta_t is then
-    recomputed as ``t - r`` so that ``0 < Delta_t <= t`` always holds.
+    recomputed as ``t - r``, so ``0 < Delta_t < t`` for every t > 1e-6 (the losses use t >= t_min).
 
     Parameters
     ----------
@@ -44,7 +44,11 @@ class ECTSchedule:
 
     def ratio(self, step: int) -> float:
         """1 - 1/q^(stage+1), capped at ``ratio_limit``: 0.5, 0.75, 0.875, ... for q = 2."""
-        return min(1.0 - 1.0 / self.q ** (self.stage(step) + 1), self.ratio_limit)
+        try:
+            shrink = 1.0 / self.q ** (self.stage(step) + 1)
+        except OverflowError:  # stage > ~1000 at q = 2 (e.g. double_every=1): the cap was reached long ago
+            shrink = 0.0
+        return min(1.0 - shrink, self.ratio_limit)
 
     def r(self, t: torch.Tensor, step: int) -> torch.Tensor:
         """Earlier noise level r = max(t - t (1 - ratio)(1 + k sigmoid(-t)), 1e-6); t: (B,) > 0."""

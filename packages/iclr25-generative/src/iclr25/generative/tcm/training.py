@@ -8,6 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -24,6 +25,11 @@ log = logging.getLogger(__name__)
 
 
 def _check_data(data: Any) -> None:
+    if isinstance(data, np.ndarray):  # the trainer would iterate it row by row, failing later on "x0"
+        raise TypeError(
+            f"data expects a torch.Tensor (N, ...) or a callable f(generator) -> batch, got a numpy array of "
+            f"shape {data.shape}; pass torch.from_numpy(data)"
+        )
     if isinstance(data, torch.Tensor):
         if not data.is_floating_point():
             raise TypeError(f"data expects a floating point tensor, got dtype {data.dtype}")
