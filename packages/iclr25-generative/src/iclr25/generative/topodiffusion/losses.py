@@ -13,7 +13,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from .persistence import Diagram, superlevel_persistence, superlevel_persistence_batch
+from .persistence import _BACKENDS, Diagram, superlevel_persistence, superlevel_persistence_batch
 
 __all__ = ["TopoCountLoss", "TopoMatchLoss", "critical_values"]
 
@@ -99,17 +99,25 @@ class TopoCountLoss(nn.Module):
             raise ValueError(f"preserve must be 'bounded' or 'paper', got {preserve!r}")
         if connectivity not in (4, 8):
             raise ValueError(f"connectivity must be 4 or 8, got {connectivity!r}")
+        # here rather than at the first forward, which a trainer reaches only at a step with t < T/2
+        if backend not in _BACKENDS:
+            raise ValueError(f"backend must be one of {_BACKENDS}, got {backend!r}")
+        if backend == "cripser" and connectivity != 4:
+            raise ValueError(
+                f"backend='cripser' computes 4-connected (V-construction) persistence, got connectivity={connectivity}"
+            )
         self.dims, self.preserve, self.backend, self.connectivity = dims, preserve, backend, connectivity
 
     def forward(self, x0_hat: torch.Tensor, counts: torch.Tensor) -> torch.Tensor:
         x = _check_x0("x0_hat", x0_hat)
         counts = torch.as_tensor(counts)
+        given = tuple(counts.shape)
         if counts.dim() == 1:
             counts = counts[:, None]
         if counts.dim() != 2 or counts.shape != (x.shape[0], len(self.dims)):
             raise ValueError(
                 f"counts must be ({x.shape[0]},) or ({x.shape[0]}, {len(self.dims)}) for dims={self.dims}, "
-                f"got shape {tuple(counts.shape)}"
+                f"got shape {given}"
             )
         if counts.is_floating_point() or counts.dtype == torch.bool:
             raise TypeError(f"counts must be an integer tensor, got {counts.dtype}")
@@ -117,7 +125,8 @@ class TopoCountLoss(nn.Module):
             raise ValueError(f"counts must be >= 0, got min {int(counts.min())}")
         bsz, h, w = x.shape
         if bsz == 0:
-            return x.new_zeros((0,))
+            # attached to x, so a per-sample loss of an empty batch still supports backward()
+            return x.flatten(1).sum(1)
         cs = counts.cpu().numpy()
         # all diagrams first (on the detached batch), then one gather for every dot of the batch:
         # per-image torch indexing would cost more than the persistence itself
@@ -221,4 +230,4 @@ class TopoMatchLoss(nn.Module):
                 unmatched = (b - d) ** 2 * ~m
                 total = total + matched.sum() + unmatched.sum()
             out.append(total)
-        return torch.stack(out) if out else x.new_zeros((0,))
+        return torch.stack(out) if out else x.flatten(1).sum(1)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import math
 import numbers
 from collections.abc import Sequence
 from typing import Any
@@ -27,10 +28,12 @@ def _check_counts(counts: torch.Tensor, max_count: int, n_dims: int, batch: int 
     counts = torch.as_tensor(counts)
     if counts.is_floating_point() or counts.dtype == torch.bool:
         raise TypeError(f"counts must be an integer tensor, got {counts.dtype}")
+    given = tuple(counts.shape)
     if counts.dim() == 1:
         counts = counts[:, None]
     if counts.dim() != 2 or counts.shape[1] != n_dims or (batch is not None and counts.shape[0] != batch):
-        raise ValueError(f"counts must be (B,) or (B, {n_dims}) with B = {batch}, got shape {tuple(counts.shape)}")
+        rows = "B" if batch is None else str(batch)
+        raise ValueError(f"counts must be ({rows},) or ({rows}, {n_dims}), got shape {given}")
     if counts.numel() and (counts.min() < 0 or counts.max() > max_count):
         raise ValueError(f"counts must lie in [0, {max_count}], got [{int(counts.min())}, {int(counts.max())}]")
     return counts.long()
@@ -61,8 +64,9 @@ class TopoDiffusionTrainer:
 
     Attributes
     ----------
-    history: dict of per-step lists ``loss``, ``simple``, ``topo`` (topology loss averaged over the
-        images with t < t_max_frac T; NaN when the batch had none or when lam = 0) after :meth:`fit`.
+    history: dict of per-step lists ``loss``, ``simple``, ``topo`` (topology loss, times the min-SNR
+        factor when ``min_snr_gamma`` is set and without lam, averaged over the images with
+        t < t_max_frac T; NaN when the batch had none or when lam = 0) after :meth:`fit`.
     """
 
     def __init__(
@@ -76,10 +80,13 @@ class TopoDiffusionTrainer:
         preserve: str = "bounded",
         min_snr_gamma: float | None = None,
     ) -> None:
-        if not isinstance(max_count, int) or max_count < 1:
-            raise ValueError(f"max_count must be an int >= 1, got {max_count!r}")
-        if lam < 0:
-            raise ValueError(f"lam must be >= 0, got {lam}")
+        # numpy integers too (e.g. np.max(counts)), but not bool
+        if isinstance(max_count, bool) or not isinstance(max_count, numbers.Integral) or max_count < 1:
+            raise ValueError(f"max_count must be an int >= 1, got {max_count!r} ({type(max_count).__name__})")
+        max_count = int(max_count)
+        if not (math.isfinite(lam) and lam >= 0):
+            # NaN would fail every `lam > 0` test and silently train the lam = 0 (ADM-T) baseline
+            raise ValueError(f"lam must be a finite number >= 0, got {lam}")
         if not 0 < t_max_frac <= 1:
             raise ValueError(f"t_max_frac must be in (0, 1], got {t_max_frac}")
         if min_snr_gamma is not None and not min_snr_gamma > 0:
@@ -204,6 +211,7 @@ class TopoDiffusionTrainer:
         ----------
         counts: (B,) or (B, len(dims)) ints in [0, max_count].
         steps: DDIM steps.
+        generator: draws the initial noise; on the network's device.
         size: image side (default: ``unet.sample_size``).
 
         Returns
