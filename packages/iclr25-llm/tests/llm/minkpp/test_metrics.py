@@ -38,6 +38,28 @@ def test_fpr95_tpr05_on_hand_roc():
     assert m["auroc"] == pytest.approx(21 / 25)
 
 
+def test_fpr95_tpr05_read_the_exact_operating_points():
+    # 20 members, 20 non-members: FPR steps of exactly 0.05 and a TPR of exactly 0.95 occur, so a
+    # strict "FPR < 5 %" or "TPR > 95 %" (or a dropped collinear point) reads a different point.
+    # Descending scores: P×5 N P×5 N P×9 N×3 P N×15. ROC: (0, .25) (.05, .25) (.05, .5) (.1, .5)
+    # (.1, .95) (.25, .95) (.25, 1) (1, 1).
+    y = np.array([1] * 5 + [0] + [1] * 5 + [0] + [1] * 9 + [0] * 3 + [1] + [0] * 15)
+    s = np.arange(len(y), 0, -1).astype(float)
+    m = mia_metrics(s, y)
+    assert m["tpr05"] == 0.5  # last point with FPR <= .05; "< .05" gives .25
+    assert m["fpr95"] == 0.1  # first point with TPR >= .95; "> .95" gives .25
+    # non-members ranked below 5, 10, 19, 19, 19 and 15 × 20 members
+    assert m["auroc"] == pytest.approx((5 + 10 + 3 * 19 + 15 * 20) / 400, abs=1e-12)
+    # Ties: 10 members, 20 non-members; P×4, then two tied (N, P) pairs, P×4, N×18. The tied pairs
+    # give collinear points (0, .4) (.05, .5) (.1, .6); sklearn's default curve drops the middle one
+    # and would read TPR@5%FPR = .4.
+    y = np.array([1] * 4 + [0, 1, 0, 1] + [1] * 4 + [0] * 18)
+    s = np.array([12.0, 11, 10, 9, 8, 8, 7, 7, 6, 5, 4, 3] + [2.0] * 18)
+    m = mia_metrics(s, y)
+    assert m["tpr05"] == 0.5
+    assert m["fpr95"] == 0.1
+
+
 @pytest.mark.parametrize("level", [0.95, 0.8])
 def test_bootstrap_interval_width_matches_exact_bootstrap_variance(level):
     # AUROC is the two-sample U-statistic (1/mn) Σ psi(x_i, y_j), psi = 1[x > y] + ½ 1[x = y]. Under

@@ -164,3 +164,117 @@ def test_harness_accepts_numpy_ints_and_rejects_float_member_ids():
     model = TinyLlama(TinyLlamaConfig.preset("pico", vocab_size=50, max_seq_len=64))
     with pytest.raises(TypeError, match="member_ids must be an integer"):
         inject_members(model, p.float() + 0.5, docs[0], 1)  # was silently truncated to ids
+
+
+def test_finiteness_check_allocates_no_vocabulary_sized_temporary(monkeypatch):
+    # The NaN/+inf check ran isnan(logits) and isposinf(logits), each writing a (..., V) bool tensor:
+    # on the fused-kernel path that was the largest allocation of the call (256 MiB at B = 4,
+    # T = 2048, V = 32k), the materialisation the kernel exists to avoid. A stand-in for the kernel
+    # isolates the wrapper's own allocations; the row maximum needs only (...)-sized ones.
+    from torch.profiler import ProfilerActivity, profile
+
+    from iclr25.llm.minkpp import scores
+
+    def fused(logits, targets, backend="auto"):
+        out = torch.zeros(logits.shape[:-1])
+        return out, out, out + 1.0
+
+    monkeypatch.setattr(scores, "TOKEN_STATS", fused)
+    logits = torch.randn(4, 16, 4096)
+    targets = torch.zeros(4, 16, dtype=torch.long)
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        token_stats(logits, targets)
+    biggest = max(e.cpu_memory_usage for e in prof.events())
+    assert biggest < logits.numel() // 16, biggest  # a (..., V) bool tensor is numel bytes
+    for bad in (float("nan"), float("inf")):
+        z = logits.clone()
+        z[2, 5, 4000] = bad
+        with pytest.raises(FloatingPointError, match="NaN or \\+inf"):
+            token_stats(z, targets)
+        with pytest.raises(FloatingPointError, match="NaN or \\+inf"):
+            token_stats(z.bfloat16(), targets)
+
+
+def test_word_tokenizer_save_never_leaves_a_half_written_file(tmp_path, monkeypatch):
+    # save() opened the target with "w" (truncating it) and then wrote: an error mid-write left an
+    # empty or cut JSON where the previous vocabulary had been.
+    import json
+
+    from iclr25.llm.minkpp import tokenizer as tokmod
+
+    path = tmp_path / "vocab.json"
+    old = WordTokenizer.train(["to be, or not to be"], vocab_size=5)
+    old.save(path)
+    before = path.read_text()
+
+    def broken_dump(obj, fh):
+        fh.write('{"vocab": ["cut')
+        raise OSError("disk full")
+
+    monkeypatch.setattr(tokmod.json, "dump", broken_dump)
+    with pytest.raises(OSError, match="disk full"):
+        WordTokenizer.train(["that is the question"], vocab_size=5).save(path)
+    monkeypatch.setattr(tokmod.json, "dump", json.dump)
+    assert path.read_text() == before
+    assert WordTokenizer.load(path).itos == old.itos
+    assert [p.name for p in tmp_path.iterdir()] == ["vocab.json"]  # no temporary left behind
+
+
+def test_sample_passages_refuses_float_docs():
+    # The final .long() truncated float token ids silently (2.7 -> 2), as member_ids once did.
+    with pytest.raises(TypeError, match="docs must hold integer"):
+        sample_passages([torch.arange(20.0) + 0.7], 2, 4)
+    with pytest.raises(TypeError, match="docs must hold integer"):
+        sample_passages({"a": torch.arange(20) > 5}, 2, 4)
+
+
+def test_counts_accept_numpy_ints_and_refuse_bools():
+    # batch_size=np.int64(2) was refused with "must be a positive int; got 2"; True was taken as 1
+    # (one bootstrap replicate, one exposure) without a word.
+    torch.manual_seed(0)
+    model = TinyLlama(TinyLlamaConfig.preset("pico", vocab_size=256, max_seq_len=64))
+    texts, labels = ["to be or not", "that is", "whether tis", "nobler in"], [1, 0, 1, 0]
+    want = evaluate_mia(model, ByteTokenizer(), texts, labels, batch_size=2, n_bootstrap=3)
+    got = evaluate_mia(model, ByteTokenizer(), texts, labels, batch_size=np.int64(2), n_bootstrap=np.int32(3))
+    assert got.metrics == want.metrics and got.n_bootstrap == 3 and type(got.n_bootstrap) is int
+    cut = evaluate_mia(model, ByteTokenizer(), texts, labels, max_length=np.int64(4), n_bootstrap=0)
+    ref = evaluate_mia(model, ByteTokenizer(), texts, labels, max_length=4, n_bootstrap=0)
+    for name in ref.scores:
+        np.testing.assert_array_equal(cut.scores[name], ref.scores[name])
+    for kwargs, match in (
+        ({"batch_size": True}, "batch_size"),
+        ({"n_bootstrap": True}, "n_bootstrap"),
+        ({"ci_level": "0.9"}, "ci_level"),
+        ({"ci_level": None}, "ci_level"),
+    ):
+        with pytest.raises(ValueError, match=match):
+            evaluate_mia(model, ByteTokenizer(), texts, labels, **kwargs)
+    g = torch.Generator().manual_seed(0)
+    members, stream = torch.randint(0, 256, (4, 6), generator=g), torch.randint(0, 256, (100,), generator=g)
+    hist = inject_members(model, members, stream, np.int64(2), members_per_step=np.int64(4), seed=0)
+    assert hist["steps"] == 2
+    with pytest.raises(ValueError, match="exposures"):
+        inject_members(model, members, stream, True)
+    with pytest.raises(ValueError, match="general_per_step"):
+        inject_members(model, members, stream, 1, general_per_step=False)
+
+
+def test_evaluate_mia_checks_label_shape_before_scoring():
+    # (n, 1) labels passed every up-front check and were refused by mia_metrics only after every
+    # text had been scored (hours for a real LLM on a large set).
+    class Counting(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.inner = _Bigram()
+            self.calls = 0
+
+        def forward(self, ids):
+            self.calls += 1
+            return self.inner(ids)
+
+    model = Counting()
+    with pytest.raises(ValueError, match="labels must be a 1-D"):
+        evaluate_mia(model, ByteTokenizer(), ["ab", "cde", "fg"], [[1], [0], [1]], n_bootstrap=0)
+    assert model.calls == 0
+    res = evaluate_mia(model, ByteTokenizer(), ["ab", "cde", "fg"], torch.tensor([1, 0, 1]), n_bootstrap=0)
+    assert model.calls == 1 and res.labels.tolist() == [1, 0, 1]

@@ -56,6 +56,9 @@ def sample_passages(
     for s in streams:
         if not isinstance(s, torch.Tensor) or s.dim() != 1:
             raise ValueError("docs must hold 1-D token tensors")
+        # the final .long() would otherwise truncate float ids silently (as member_ids refuses below)
+        if s.is_floating_point() or s.is_complex() or s.dtype == torch.bool:
+            raise TypeError(f"docs must hold integer (long) token tensors; got {s.dtype}")
         windows.extend(s[i : i + length] for i in range(0, s.numel() - length + 1, length))
     if len(windows) < n:
         raise ValueError(f"docs hold only {len(windows)} non-overlapping passages of {length} tokens; asked for {n}")
@@ -108,11 +111,13 @@ def inject_members(
         raise ValueError(f"member_ids must be an (N, L >= 2) long tensor; got {got}")
     if member_ids.is_floating_point() or member_ids.is_complex() or member_ids.dtype == torch.bool:
         raise TypeError(f"member_ids must be an integer (long) tensor of token ids; got {member_ids.dtype}")
-    if not isinstance(exposures, int) or exposures < 1:
+    # numbers.Integral admits numpy ints; a bool is an int to Python but never a count (True was 1 exposure).
+    if isinstance(exposures, bool) or not isinstance(exposures, numbers.Integral) or exposures < 1:
         raise ValueError(f"exposures must be a positive int; got {exposures!r}")
     for name, v in (("members_per_step", members_per_step), ("general_per_step", general_per_step)):
-        if not isinstance(v, int) or v < 0:
+        if isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < 0:
             raise ValueError(f"{name} must be a non-negative int; got {v!r}")
+    exposures, members_per_step, general_per_step = int(exposures), int(members_per_step), int(general_per_step)
     if members_per_step < 1:
         raise ValueError(f"members_per_step must be >= 1; got {members_per_step}")
     L = member_ids.shape[1]

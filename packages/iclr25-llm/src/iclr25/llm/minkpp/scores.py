@@ -86,7 +86,8 @@ def token_stats(
     Returns
     -------
     ell, mu, sigma : (...) float32 tensors (float64 for float64 logits, whichever backend runs)
-        The Min-K%++ token score is ``(ell − mu) / sigma``.
+        The Min-K%++ token score is ``(ell − mu) / sigma``. Forward only: computed from
+        ``logits.detach()``, so they carry no gradient even when ``logits`` requires one.
 
     Raises
     ------
@@ -106,8 +107,13 @@ def token_stats(
     V = logits.shape[-1]
     if targets.numel() and (int(targets.min()) < 0 or int(targets.max()) >= V):
         raise ValueError(f"targets must lie in [0, {V}); got range [{int(targets.min())}, {int(targets.max())}]")
-    if bool(torch.isnan(logits).any()) or bool(torch.isposinf(logits).any()):
-        raise FloatingPointError("logits contain NaN or +inf; cannot score")
+    # A row's maximum is NaN or +inf exactly when the row holds one (amax propagates NaN): one read of
+    # the logits and a (...)-sized result, where isnan/isposinf would each write a (..., V) bool
+    # tensor, as large as the log-probabilities the fused kernel exists to avoid.
+    if logits.numel():
+        row_max = logits.amax(-1)
+        if bool(torch.isnan(row_max).any()) or bool(torch.isposinf(row_max).any()):
+            raise FloatingPointError("logits contain NaN or +inf; cannot score")
     ell, mu, var = TOKEN_STATS(logits.detach(), targets, backend=backend)
     # With finite or -inf logits the only NaN source is a row that is all -inf (softmax 0/0); the
     # check reads the small (...) outputs, not another pass over the (..., V) logits.
@@ -320,7 +326,7 @@ def mink_pp_scores(
 
     Returns
     -------
-    (batch,) float32 tensor, higher = more likely a member.
+    (batch,) float32 tensor (float64 for a float64 model), higher = more likely a member.
     """
     k = _check_k(k)
     ell, mu, sigma, valid = model_token_stats(model, input_ids, attention_mask, backend=backend)
@@ -347,7 +353,7 @@ def zlib_scores(
 
     Returns
     -------
-    (batch,) float32 tensor, higher = more likely a member.
+    (batch,) float32 tensor (float64 for a float64 model), higher = more likely a member.
     """
     _check_not_str(texts)
     if len(texts) != len(input_ids):
@@ -378,8 +384,8 @@ def score_all(
 
     Returns
     -------
-    dict name -> (batch,) float32 tensor on CPU; names ``"loss"``, ``"zlib"``, ``"mink@0.2"``,
-    ``"mink++@0.2"`` …
+    dict name -> (batch,) float32 tensor on CPU (float64 for a float64 model); names ``"loss"``,
+    ``"zlib"``, ``"mink@0.2"``, ``"mink++@0.2"`` …
     """
     methods = _check_methods(methods)
     ks = _check_ks(ks, methods)

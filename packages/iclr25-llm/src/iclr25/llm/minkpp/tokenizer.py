@@ -22,6 +22,8 @@ from collections.abc import Iterable, Sequence
 
 import torch
 
+from iclr25.core.io import atomic_open
+
 __all__ = ["WORD_PATTERN", "WordTokenizer"]
 
 WORD_PATTERN = r"[A-Za-z]+|[0-9]+|[^\sA-Za-z0-9]"
@@ -108,8 +110,8 @@ class WordTokenizer:
         return float((ids == 0).float().mean()) if ids.numel() else 0.0
 
     def save(self, path: str | os.PathLike[str]) -> None:
-        """Write the vocabulary as JSON."""
-        with open(path, "w", encoding="utf-8") as fh:
+        """Write the vocabulary as JSON (atomically: an error mid-write leaves any old file intact)."""
+        with atomic_open(path, "w") as fh:
             json.dump({"vocab": self.itos[1:], "lowercase": self.lowercase}, fh)
 
     @classmethod
