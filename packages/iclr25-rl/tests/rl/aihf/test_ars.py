@@ -135,3 +135,17 @@ def test_hopper_features_contain_the_true_reward(hopper):
         np.testing.assert_allclose((phi @ theta_star).sum(), ret, rtol=1e-9, atol=1e-9)
         np.testing.assert_allclose(_hopper_return(obs, acts), ret, rtol=1e-9, atol=1e-9)
         np.testing.assert_array_equal(phi[:, 4:15], obs[:, : hopper.obs_dim])
+
+
+def test_rlhf_pipeline_refuses_demonstrations_outside_the_box(ars):
+    # The pipeline used to behaviour-clone them (least squares takes any action) without a word.
+    from iclr25.rl.aihf import PreferenceDataset, RLHFPipeline
+
+    obs, acts = np.zeros((10, ars.obs_dim + 1)), np.zeros((10, ars.act_dim))
+    acts[3, 2] = 1.5
+    D = TrajectoryDataset.from_rollouts([(obs, acts)])
+    seg = (obs, np.zeros_like(acts))
+    P = PreferenceDataset([seg], [seg], [1.0])
+    pipe = RLHFPipeline(LinearReward(lambda o, a: o, ars.obs_dim + 1), ars, kl_to_sft=0.0, rl_steps=0)
+    with pytest.raises(ValueError, match="TrajectoryDataset: action at index 3 lies outside"):
+        pipe.fit(D, P)

@@ -168,7 +168,7 @@ class ARS:
             ret = true_ret
         else:
             with torch.no_grad():
-                r = reward(*seg).double().numpy()
+                r = reward(*seg).double().cpu().numpy()
             ret = float((self.gamma ** np.arange(len(r))) @ r)
         if self._kl and self._ref is not None:
             ret -= self._kl * float(((seg[1] - self._ref.act(seg[0])) ** 2).sum())

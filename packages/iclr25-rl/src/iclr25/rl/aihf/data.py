@@ -13,7 +13,8 @@ Segment = tuple[np.ndarray, np.ndarray]  # (obs (T, ...), acts (T, ...))
 
 
 def _check_finite(x: np.ndarray, dataset: str, field: str) -> None:
-    if not np.issubdtype(x.dtype, np.number):
+    # bool as in _as_segment: from_rollouts must accept what a segment accepts (binary actions)
+    if not (np.issubdtype(x.dtype, np.number) or x.dtype == bool):
         raise TypeError(f"{dataset}: {field} must be numeric, got dtype {x.dtype}")
     bad = ~np.isfinite(x.reshape(len(x), -1)).all(axis=1) if len(x) else np.zeros(0, bool)
     if bad.any():
@@ -141,7 +142,7 @@ def synthetic_preferences(
     segments : list of (obs, acts) pairs
         The pool; pairs are drawn uniformly among distinct segments.
     true_return_fn : callable
-        Maps one segment to its true return (a float).
+        Maps one segment to its true return (a finite float; ValueError naming the segment otherwise).
     temperature : float > 0
         The Bradley-Terry temperature T.
     n_pairs : int >= 0
@@ -157,6 +158,13 @@ def synthetic_preferences(
         raise ValueError(f"synthetic_preferences: need at least 2 segments, got {len(segments)}")
     rng = np.random.default_rng(seed)
     returns = np.array([float(true_return_fn(s)) for s in segments])
+    bad = ~np.isfinite(returns)
+    if bad.any():
+        # σ(NaN) compares False with every draw: the pair would silently be labelled b ≻ a.
+        k = int(np.flatnonzero(bad)[0])
+        raise ValueError(
+            f"synthetic_preferences: true_return_fn must return finite values, got {returns[k]} for segment {k}"
+        )
     i = rng.integers(0, len(segments), n_pairs)
     j = (i + rng.integers(1, len(segments), n_pairs)) % len(segments)  # j != i, uniform over the rest
     p = 1.0 / (1.0 + np.exp(-(returns[i] - returns[j]) / temperature))

@@ -31,6 +31,22 @@ def _l2(reward: RewardModel) -> torch.Tensor:
     return sum((p * p).sum() for p in reward.parameters())
 
 
+def _check_count(owner: str, name: str, value: Any, minimum: int) -> None:
+    # int() would silently truncate 2.5 steps to 2
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{owner}: {name} must be an int, got {type(value).__name__} {value!r}")
+    if value < minimum:
+        raise ValueError(f"{owner}: {name} must be >= {minimum}, got {value}")
+
+
+def _check_actions(opt: Any, D: TrajectoryDataset, P: PreferenceDataset) -> None:
+    if len(D):
+        opt.check_actions(D.acts, "TrajectoryDataset")
+    for k, ((_, aa), (_, ab)) in enumerate(zip(P.seg_a, P.seg_b, strict=True)):
+        opt.check_actions(aa, f"PreferenceDataset pair {k}")
+        opt.check_actions(ab, f"PreferenceDataset pair {k}")
+
+
 def fit_bradley_terry(
     reward: RewardModel, prefs: PreferenceDataset, gamma: float, l2: float = 1e-3, max_iter: int = 500, lr: float = 0.1
 ) -> RewardModel:
@@ -44,11 +60,9 @@ def fit_bradley_terry(
         raise ValueError("fit_bradley_terry: prefs is empty")
     y_np = np.asarray(prefs.label, dtype=float)
     if isinstance(reward, LinearReward):
-        dphi = (
-            reward.discounted_features(prefs.seg_a, gamma, "PreferenceDataset.seg_a")
-            - reward.discounted_features(prefs.seg_b, gamma, "PreferenceDataset.seg_b")
-        ).numpy()
-        theta = reward.theta.detach().numpy().astype(float).copy()
+        fa = reward.discounted_features(prefs.seg_a, gamma, "PreferenceDataset.seg_a")
+        dphi = (fa - reward.discounted_features(prefs.seg_b, gamma, "PreferenceDataset.seg_b")).cpu().numpy()
+        theta = reward.theta.detach().cpu().numpy().astype(float).copy()
 
         def obj(th: np.ndarray) -> float:
             s = dphi @ th
@@ -70,7 +84,7 @@ def fit_bradley_terry(
         return reward
     ra = reward.prepare(prefs.seg_a, gamma, "PreferenceDataset.seg_a")
     rb = reward.prepare(prefs.seg_b, gamma, "PreferenceDataset.seg_b")
-    y = torch.as_tensor(y_np, dtype=reward.dtype)
+    y = torch.as_tensor(y_np, dtype=reward.dtype, device=reward.device)
     params = [p for p in reward.parameters() if p.requires_grad]
     for _ in range(max_iter):
         J = bt_log_likelihood(ra(), rb(), y) - 0.5 * l2 * _l2(reward)
@@ -91,7 +105,8 @@ class AIHF:
 
     where the policy term uses the current policy (exact occupancy or ``n_policy_rollouts`` samples), then
     ``policy_steps_per_iter`` warm-started policy-optimizer steps on the new reward. The first reward step
-    comes before the first policy step (at θ = 0 the policy step is degenerate).
+    comes before the first policy step (at θ = 0 the policy step is degenerate). With w_D = 0 the reward step
+    never reads the policy, so the same number of policy steps runs once, on the final reward.
 
     Parameters
     ----------
@@ -112,7 +127,8 @@ class AIHF:
     l2 : float
         L2 penalty on the reward parameters.
     seed : int
-        Seed of rollouts and parameter noise.
+        Seed of the policy optimizer's rollouts, and of torch's CPU generator inside :meth:`fit` (for stochastic
+        reward models); the caller's global torch random stream is left where it was.
 
     Attributes
     ----------
@@ -145,11 +161,8 @@ class AIHF:
             raise ValueError(f"AIHF: beta must be > 0, got {beta}")
         if not reward_lr > 0:
             raise ValueError(f"AIHF: reward_lr must be > 0, got {reward_lr}")
-        if policy_steps_per_iter < 1 or n_policy_rollouts < 1:
-            raise ValueError(
-                f"AIHF: policy_steps_per_iter and n_policy_rollouts must be >= 1, got "
-                f"{policy_steps_per_iter}, {n_policy_rollouts}"
-            )
+        _check_count("AIHF", "policy_steps_per_iter", policy_steps_per_iter, 1)
+        _check_count("AIHF", "n_policy_rollouts", n_policy_rollouts, 1)
         if not l2 >= 0:
             raise ValueError(f"AIHF: l2 must be >= 0, got {l2}")
         self.reward, self.policy_optimizer = reward, policy_optimizer
@@ -208,6 +221,19 @@ class AIHF:
 
         ``callback(k, self)``, if given, is called after the reward step of iteration k (before its policy steps).
         """
+        # Seeded for reproducible stochastic reward models, forked so that fitting does not reseed the caller's
+        # stream (a fit between torch.manual_seed(s) and a model init made the init independent of s).
+        with torch.random.fork_rng(devices=[]):
+            torch.default_generator.manual_seed(self.seed)
+            return self._fit(D, P, iters, callback)
+
+    def _fit(
+        self,
+        D: TrajectoryDataset | None,
+        P: PreferenceDataset | None,
+        iters: int,
+        callback: Callable[[int, AIHF], None] | None,
+    ) -> AIHF:
         self._callback = callback
         D = TrajectoryDataset.from_rollouts([]) if D is None else D
         P = PreferenceDataset.empty() if P is None else P
@@ -217,26 +243,20 @@ class AIHF:
             raise TypeError(f"AIHF.fit: P must be a PreferenceDataset, got {type(P).__name__}")
         if len(D) == 0 and len(P) == 0:
             raise ValueError("AIHF.fit: both D and P are empty; give demonstrations, preferences, or both")
-        if iters < 1:
-            raise ValueError(f"AIHF.fit: iters must be >= 1, got {iters}")
+        _check_count("AIHF.fit", "iters", iters, 1)
         opt, reward = self.policy_optimizer, self.reward
         opt_temp = getattr(opt, "temperature", None)
         if opt_temp is not None and abs(opt_temp - self.beta) > 1e-12:
             raise ValueError(f"AIHF: beta={self.beta} differs from the policy optimizer's temperature={opt_temp}")
         horizon = self._horizon(D, P)
-        if len(D):
-            opt.check_actions(D.acts, "TrajectoryDataset")
-        for k, ((_, aa), (_, ab)) in enumerate(zip(P.seg_a, P.seg_b, strict=True)):
-            opt.check_actions(aa, f"PreferenceDataset pair {k}")
-            opt.check_actions(ab, f"PreferenceDataset pair {k}")
+        _check_actions(opt, D, P)
         w_d, w_p = self._weights(len(D), len(P))
         gamma = opt.gamma
-        torch.manual_seed(self.seed)
         demo_R = reward.prepare(D.episodes(), gamma, "TrajectoryDataset") if w_d > 0 else None
         if w_p > 0:
             ra = reward.prepare(P.seg_a, gamma, "PreferenceDataset.seg_a")
             rb = reward.prepare(P.seg_b, gamma, "PreferenceDataset.seg_b")
-            y = torch.as_tensor(P.label, dtype=reward.dtype)
+            y = torch.as_tensor(P.label, dtype=reward.dtype, device=reward.device)
         opt.reset(horizon, seed=self.seed)
         self.history_: list[dict[str, float]] = []
         self.weights_ = (w_d, w_p)
@@ -304,16 +324,16 @@ class AIHF:
         # (ĝ = (w_D/β)(Φ_D − Φ_π) + w_P ΔΦᵀ(y − σ(ΔΦθ))/M − l2·θ), about 50× faster on tiny MDPs.
         reward, opt, gamma = self.reward, self.policy_optimizer, self.policy_optimizer.gamma
         assert isinstance(reward, LinearReward)
-        phi_d = reward.discounted_features(D.episodes(), gamma, "TrajectoryDataset").mean(0).numpy() if w_d else 0.0
+        phi_d = 0.0
+        if w_d:
+            phi_d = reward.discounted_features(D.episodes(), gamma, "TrajectoryDataset").mean(0).cpu().numpy()
         if w_p:
-            dphi = (
-                reward.discounted_features(P.seg_a, gamma, "PreferenceDataset.seg_a")
-                - reward.discounted_features(P.seg_b, gamma, "PreferenceDataset.seg_b")
-            ).numpy()
+            fa = reward.discounted_features(P.seg_a, gamma, "PreferenceDataset.seg_a")
+            dphi = (fa - reward.discounted_features(P.seg_b, gamma, "PreferenceDataset.seg_b")).cpu().numpy()
             y = np.asarray(P.label, dtype=float)
         obs, acts = opt.env.all_pairs()
-        feats = reward.features(obs, acts).detach().numpy()
-        theta = reward.theta.detach().numpy().astype(float).copy()
+        feats = reward.features(obs, acts).detach().cpu().numpy()
+        theta = reward.theta.detach().cpu().numpy().astype(float).copy()
         good = theta
         for k in progress(range(iters), desc="aihf", total=iters):
             gap_vec = phi_d - opt.policy_features(feats) if w_d else np.zeros_like(theta)
@@ -395,8 +415,7 @@ class RLHFPipeline:
             )
         if not l2 >= 0:
             raise ValueError(f"RLHFPipeline: l2 must be >= 0, got {l2}")
-        if rl_steps < 0:
-            raise ValueError(f"RLHFPipeline: rl_steps must be >= 0, got {rl_steps}")
+        _check_count("RLHFPipeline", "rl_steps", rl_steps, 0)
         self.reward, self.policy_optimizer, self.kl_to_sft, self.l2 = reward, policy_optimizer, kl_to_sft, l2
         self.rl_steps, self.init_from_sft, self.seed = int(rl_steps), init_from_sft, int(seed)
 
@@ -410,6 +429,7 @@ class RLHFPipeline:
             raise TypeError(f"RLHFPipeline.fit: P must be a PreferenceDataset, got {type(P).__name__}")
         if len(P) == 0:
             raise ValueError("RLHFPipeline.fit: P is empty; the pipeline's reward model needs preferences")
+        _check_actions(opt, D, P)
         self.sft_ = opt.behavior_clone(D) if len(D) else None
         fit_bradley_terry(self.reward, P, opt.gamma, self.l2)
         horizon = next(iter(D.horizons)) if len(D) else getattr(opt, "fixed_horizon", None)

@@ -22,21 +22,23 @@ class RewardModel(nn.Module):
     def prepare(self, segments: Sequence[Segment], gamma: float, name: str = "segments") -> Callable[[], torch.Tensor]:
         """Precompute what does not depend on θ; the returned closure gives R_θ of every segment, shape (N,).
 
-        Raises ValueError naming ``name`` and the segment index when a feature is NaN or inf.
+        The returns are on the parameters' device. :class:`LinearReward` raises ValueError naming ``name`` and
+        the segment index when a feature is NaN or inf; this base version checks nothing itself (the datasets
+        already reject non-finite observations and actions), a subclass may override ``_check``.
         """
         if not segments:
-            return lambda: torch.zeros(0, dtype=self.dtype)
+            return lambda: torch.zeros(0, dtype=self.dtype, device=self.device)
         obs = np.concatenate([o for o, _ in segments])
         acts = np.concatenate([a for _, a in segments])
         seg = np.concatenate([np.full(len(o), k) for k, (o, _) in enumerate(segments)])
         disc = np.concatenate([gamma ** np.arange(len(o)) for o, _ in segments])
-        seg_t = torch.as_tensor(seg)
-        w = torch.as_tensor(disc, dtype=self.dtype)
+        seg_t = torch.as_tensor(seg, device=self.device)
+        w = torch.as_tensor(disc, dtype=self.dtype, device=self.device)
         n = len(segments)
         self._check(obs, acts, seg, name)
 
         def returns() -> torch.Tensor:
-            return torch.zeros(n, dtype=self.dtype).index_add(0, seg_t, w * self(obs, acts))
+            return torch.zeros(n, dtype=self.dtype, device=self.device).index_add(0, seg_t, w * self(obs, acts))
 
         return returns
 
@@ -46,6 +48,10 @@ class RewardModel(nn.Module):
     @property
     def dtype(self) -> torch.dtype:
         return next(self.parameters()).dtype
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.parameters()).device
 
 
 class LinearReward(RewardModel):
@@ -71,8 +77,8 @@ class LinearReward(RewardModel):
         self.theta = nn.Parameter(torch.zeros(self.dim, dtype=dtype))
 
     def features(self, obs: np.ndarray, acts: np.ndarray) -> torch.Tensor:
-        """φ(s, a), shape (T, dim)."""
-        f = torch.as_tensor(self.feature_fn(obs, acts), dtype=self.theta.dtype)
+        """φ(s, a), shape (T, dim), on θ's device."""
+        f = torch.as_tensor(self.feature_fn(obs, acts), dtype=self.theta.dtype, device=self.theta.device)
         if f.ndim != 2 or f.shape[1] != self.dim:
             raise ValueError(f"LinearReward: feature_fn must return (T, {self.dim}), got {tuple(f.shape)}")
         return f
@@ -88,15 +94,16 @@ class LinearReward(RewardModel):
     def discounted_features(self, segments: Sequence[Segment], gamma: float, name: str = "segments") -> torch.Tensor:
         """Φ(τ) = Σ_t γ^t φ(s_t, a_t) per segment, shape (N, dim); ValueError on NaN/inf naming the index."""
         if not segments:
-            return torch.zeros(0, self.dim, dtype=self.theta.dtype)
+            return torch.zeros(0, self.dim, dtype=self.theta.dtype, device=self.theta.device)
         seg = np.concatenate([np.full(len(o), k) for k, (o, _) in enumerate(segments)])
         f = self.features(np.concatenate([o for o, _ in segments]), np.concatenate([a for _, a in segments]))
         bad = ~torch.isfinite(f).all(1)
         if bad.any():
             raise ValueError(f"{name}: features of segment {int(seg[int(bad.nonzero()[0])])} contain NaN or inf")
-        disc = torch.as_tensor(np.concatenate([gamma ** np.arange(len(o)) for o, _ in segments]), dtype=f.dtype)
-        out = torch.zeros(len(segments), self.dim, dtype=f.dtype)
-        return out.index_add(0, torch.as_tensor(seg), disc[:, None] * f)
+        disc = np.concatenate([gamma ** np.arange(len(o)) for o, _ in segments])
+        disc = torch.as_tensor(disc, dtype=f.dtype, device=f.device)
+        out = torch.zeros(len(segments), self.dim, dtype=f.dtype, device=f.device)
+        return out.index_add(0, torch.as_tensor(seg, device=f.device), disc[:, None] * f)
 
 
 class MLPReward(RewardModel):
@@ -127,9 +134,11 @@ class MLPReward(RewardModel):
         layers.append(nn.Linear(width, 1, dtype=dtype))
         self.net = nn.Sequential(*layers)
 
-    def forward(self, obs: np.ndarray, acts: np.ndarray) -> torch.Tensor:
-        o = torch.as_tensor(np.asarray(obs, dtype=float), dtype=self.dtype).reshape(len(obs), -1)
-        a = torch.as_tensor(np.asarray(acts, dtype=float), dtype=self.dtype).reshape(len(acts), -1)
+    def forward(self, obs: np.ndarray | torch.Tensor, acts: np.ndarray | torch.Tensor) -> torch.Tensor:
+        # as_tensor, not np.asarray: tensor inputs keep their graph (input gradients), and numpy inputs land on
+        # the parameters' device, so the module works after .to(device)
+        o = torch.as_tensor(obs, dtype=self.dtype, device=self.device).reshape(len(obs), -1)
+        a = torch.as_tensor(acts, dtype=self.dtype, device=self.device).reshape(len(acts), -1)
         if o.shape[1] != self.obs_dim or a.shape[1] != self.act_dim:
             raise ValueError(
                 f"MLPReward: expected obs (T, {self.obs_dim}) and acts (T, {self.act_dim}), "

@@ -6,6 +6,8 @@ and fixed points can be checked to round-off.
 
 from __future__ import annotations
 
+import numbers
+
 import numpy as np
 import torch
 
@@ -130,26 +132,34 @@ def soft_value_iteration(
     r : (S, A) rewards (a tensor with grad gives gradients through all iterations).
     gamma : discount in [0, 1).
     temp : temperature T > 0 (β in the paper, or the KL weight).
-    iters : number of backups.
+    iters : number of backups, >= 1.
     V0 : (S,) warm start, default zeros.
     ref : (S, A) reference policy for the KL-regularized case.
 
     Returns
     -------
     Q : (S, A), V : (S,), pi : (S, A)
+        float64 (the tabular tools are exact), on ``r``'s device (CPU for a numpy ``r``).
     """
     if not 0 <= gamma < 1:
         raise ValueError(f"soft_value_iteration: gamma must be in [0, 1), got {gamma}")
     if not temp > 0:
         raise ValueError(f"soft_value_iteration: temp must be > 0, got {temp}")
+    if isinstance(iters, bool) or not isinstance(iters, numbers.Integral):
+        raise TypeError(f"soft_value_iteration: iters must be an int, got {type(iters).__name__} {iters!r}")
+    if iters < 1:  # 0 used to run one backup anyway
+        raise ValueError(f"soft_value_iteration: iters must be >= 1, got {iters}")
     r = torch.as_tensor(r, dtype=torch.float64)
-    P = torch.as_tensor(P, dtype=r.dtype)
+    # numpy P (every GridWorld's) must follow a CUDA r rather than stay on the CPU
+    P = torch.as_tensor(P, dtype=r.dtype, device=r.device)
     if P.ndim != 3 or r.shape != P.shape[:2] or P.shape[0] != P.shape[2]:
         raise ValueError(f"soft_value_iteration: need P (S, A, S) and r (S, A), got {tuple(P.shape)}, {tuple(r.shape)}")
-    log_ref = None if ref is None else torch.log(torch.as_tensor(ref, dtype=r.dtype).clamp_min(1e-300))
-    V = torch.zeros(P.shape[0], dtype=r.dtype) if V0 is None else V0.to(r.dtype)
+    log_ref = None
+    if ref is not None:
+        log_ref = torch.log(torch.as_tensor(ref, dtype=r.dtype, device=r.device).clamp_min(1e-300))
+    V = torch.zeros(P.shape[0], dtype=r.dtype, device=r.device) if V0 is None else V0.to(r)
     Q = r
-    for _ in range(max(iters, 1)):
+    for _ in range(iters):
         Q = r + gamma * (P @ V)
         z = Q / temp if log_ref is None else Q / temp + log_ref
         V = temp * torch.logsumexp(z, dim=1)
@@ -245,7 +255,7 @@ class SoftVI:
         if n_steps < 1:
             return
         with torch.no_grad():
-            r = self.reward_table(reward).double().numpy()
+            r = self.reward_table(reward).double().cpu().numpy()
         # numpy backups: the tables are tiny, so torch's per-op overhead would dominate.
         V = np.zeros(self.env.n_states) if self._V is None else self._V
         log_ref = 0.0 if self._ref is None else np.log(np.maximum(self._ref.numpy(), 1e-300))
@@ -272,7 +282,8 @@ class SoftVI:
         env = self._need_env()
         if self.exact:
             rho = torch.as_tensor(_occupancy_np(env.P, self.policy, env.mu0, self.gamma, self.horizon))
-            return (rho.to(reward.dtype) * self.reward_table(reward)).sum()
+            table = self.reward_table(reward)
+            return (rho.to(table) * table).sum()
         segs = self.rollouts(n_rollouts, int(self._rng.integers(2**31)))
         return reward.prepare(segs, self.gamma, "policy rollouts")().mean()
 
@@ -297,7 +308,7 @@ class SoftVI:
 
 def plan(env: GridWorld, r: np.ndarray | torch.Tensor, gamma: float, temp: float, iters: int = 500) -> np.ndarray:
     """Soft-optimal (S, A) policy for a reward table; the common scoring planner."""
-    return soft_value_iteration(env.P, r, gamma, temp, iters)[2].numpy()
+    return soft_value_iteration(env.P, r, gamma, temp, iters)[2].detach().cpu().numpy()
 
 
 def policy_value(env: GridWorld, pi: np.ndarray, r: np.ndarray, gamma: float, horizon: int | None = None) -> float:

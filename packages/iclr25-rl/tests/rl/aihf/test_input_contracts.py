@@ -1,0 +1,154 @@
+"""Input contracts found missing in review: each test fails on the code before its fix."""
+
+import numpy as np
+import pytest
+import torch
+
+from iclr25.rl.aihf import (
+    AIHF,
+    LinearReward,
+    MLPReward,
+    PreferenceDataset,
+    RLHFPipeline,
+    TrajectoryDataset,
+    synthetic_preferences,
+    tabular,
+)
+
+GAMMA, H = 0.9, 30
+
+
+@pytest.fixture(scope="module")
+def data():
+    gw = tabular.GridWorld(seed=0)
+    theta_star = np.random.default_rng(0).normal(size=6)
+    expert = tabular.plan(gw, np.repeat((gw.phi @ theta_star)[:, None], 5, 1), GAMMA, 1.0)
+    D = TrajectoryDataset.from_rollouts(gw.rollouts(expert, 10, H, 1))
+    pool = gw.rollouts(np.full((25, 5), 0.2), 100, H, 2)
+
+    def ret(seg):
+        return float(GAMMA ** np.arange(len(seg[0])) @ (gw.phi[seg[0]] @ theta_star))
+
+    return gw, D, synthetic_preferences(pool, ret, 1.0, 20, 3)
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf])
+def test_synthetic_preferences_refuse_a_non_finite_true_return(bad):
+    # σ(NaN) compared False with every draw, so every pair holding the segment was labelled silently.
+    segs = [(np.array([k]), np.array([0])) for k in range(4)]
+    with pytest.raises(ValueError, match=rf"finite values, got {bad} for segment 2"):
+        synthetic_preferences(segs, lambda s: bad if s[0][0] == 2 else 0.0, temperature=1.0, n_pairs=50)
+
+
+def test_rlhf_pipeline_refuses_actions_outside_the_action_space(data):
+    # AIHF.fit checked them, the pipeline trained on them (state-only features never look at the action).
+    gw, D, _ = data
+    ok, bad = (np.array([0, 1]), np.array([0, 4])), (np.array([0, 1]), np.array([0, 5]))
+    P = PreferenceDataset([ok, ok], [ok, bad], np.array([1.0, 0.0]))
+    with pytest.raises(ValueError, match=r"PreferenceDataset pair 1: actions must be integers in \[0, 5\)"):
+        RLHFPipeline(LinearReward(gw.features, 6), tabular.SoftVI(env=gw)).fit(D, P)
+
+
+@pytest.mark.parametrize(
+    ("make", "exc", "match"),
+    [
+        (lambda r, o: AIHF(r, o, policy_steps_per_iter=2.5), TypeError, "policy_steps_per_iter must be an int"),
+        (lambda r, o: AIHF(r, o, n_policy_rollouts=4.0), TypeError, "n_policy_rollouts must be an int"),
+        (lambda r, o: AIHF(r, o, n_policy_rollouts=0), ValueError, "n_policy_rollouts must be >= 1, got 0"),
+        (lambda r, o: RLHFPipeline(r, o, rl_steps=2.5), TypeError, "rl_steps must be an int"),
+    ],
+)
+def test_step_counts_must_be_integers(data, make, exc, match):
+    # int() truncated 2.5 policy steps to 2 without a word
+    gw = data[0]
+    with pytest.raises(exc, match=match):
+        make(LinearReward(gw.features, 6), tabular.SoftVI(env=gw))
+
+
+def test_fit_names_a_non_integer_iters(data):
+    gw, D, P = data
+    with pytest.raises(TypeError, match=r"AIHF\.fit: iters must be an int, got float 2\.5"):
+        AIHF(LinearReward(gw.features, 6), tabular.SoftVI(env=gw)).fit(D, P, iters=2.5)
+
+
+def test_fit_does_not_reseed_the_callers_torch_stream(data):
+    # fit called torch.manual_seed(seed): whatever the caller had seeded, the next draw was the same.
+    gw, D, P = data
+    torch.manual_seed(123)
+    expected = torch.rand(4)
+    torch.manual_seed(123)
+    AIHF(LinearReward(gw.features, 6), tabular.SoftVI(env=gw)).fit(D, P, iters=2)
+    assert torch.equal(torch.rand(4), expected)
+
+
+def test_fit_is_still_seeded_for_stochastic_reward_models(data):
+    gw, D, P = data
+    enc = np.eye(25)
+
+    class Noisy(MLPReward):
+        def forward(self, obs, acts):
+            out = super().forward(enc[np.asarray(obs, int)], np.zeros((len(obs), 0)))
+            return out + 0.01 * torch.randn(len(obs), dtype=out.dtype)
+
+    thetas = []
+    for draw in (1, 2):
+        torch.manual_seed(0)
+        rew = Noisy(25, 0, hidden=(4,))
+        torch.manual_seed(draw)  # a different caller stream must not change the fit
+        AIHF(rew, tabular.SoftVI(env=gw), reward_lr=0.1, seed=5).fit(D, P, iters=3)
+        thetas.append(torch.cat([p.detach().reshape(-1) for p in rew.parameters()]))
+    assert torch.equal(*thetas)
+
+
+def test_soft_value_iteration_refuses_zero_or_fractional_iters(data):
+    gw = data[0]
+    r = np.zeros((25, 5))
+    with pytest.raises(ValueError, match="iters must be >= 1, got 0"):  # used to run one backup
+        tabular.soft_value_iteration(gw.P, r, GAMMA, 1.0, iters=0)
+    with pytest.raises(TypeError, match="iters must be an int"):
+        tabular.soft_value_iteration(gw.P, r, GAMMA, 1.0, iters=2.5)
+
+
+def test_soft_value_iteration_follows_the_device_of_r(data):
+    # The meta device stands in for CUDA: the numpy P, V = 0 and ref used to be created on the CPU.
+    gw = data[0]
+    r = torch.zeros(25, 5, device="meta")
+    for ref in (None, np.full((25, 5), 0.2)):
+        Q, V, pi = tabular.soft_value_iteration(gw.P, r, GAMMA, 1.0, iters=3, ref=ref)
+        assert Q.device == V.device == pi.device == r.device
+        assert Q.dtype == V.dtype == pi.dtype == torch.float64
+
+
+def test_mlp_reward_follows_its_device(data):
+    # After .to(device) the module used to build its inputs on the CPU (meta stands in for CUDA).
+    D = data[1]
+    torch.manual_seed(0)
+    rew = MLPReward(1, 1, hidden=(4,)).to("meta")
+    obs, acts = np.arange(6.0), np.zeros(6, np.int64)
+    assert rew(obs, acts).device.type == "meta"
+    returns = rew.prepare(D.episodes(), GAMMA)()
+    assert returns.shape == (len(D),) and returns.device.type == "meta"
+
+
+def test_mlp_reward_keeps_the_graph_of_tensor_inputs():
+    # np.asarray refused tensors that require grad, so d r / d obs could not be taken.
+    torch.manual_seed(0)
+    rew = MLPReward(3, 2, hidden=(5,))
+    obs = torch.randn(4, 3, dtype=torch.float64, requires_grad=True)
+    acts = torch.randn(4, 2, dtype=torch.float64)
+    (g,) = torch.autograd.grad(rew(obs, acts).sum(), obs)
+    x = torch.cat([obs.detach(), acts], 1).requires_grad_(True)
+    (g_ref,) = torch.autograd.grad(rew.net(x).sum(), x)
+    torch.testing.assert_close(g, g_ref[:, :3], rtol=0, atol=0)
+    # numpy and tensor inputs give the same rewards
+    torch.testing.assert_close(rew(obs.detach().numpy(), acts.numpy()), rew(obs, acts).detach(), rtol=0, atol=0)
+
+
+def test_from_rollouts_accepts_the_bool_actions_a_segment_accepts(data):
+    gw = data[0]
+    seg = (np.array([0, 1, 2]), np.array([True, False, True]))
+    PreferenceDataset([seg], [seg], [1.0])  # accepted here ...
+    D = TrajectoryDataset.from_rollouts([seg, seg])  # ... and used to raise TypeError here
+    assert len(D) == 2 and D.acts.dtype == bool
+    est = AIHF(LinearReward(gw.features, 6), tabular.SoftVI(env=gw)).fit(D, None, iters=2)
+    assert len(est.history_) == 2
