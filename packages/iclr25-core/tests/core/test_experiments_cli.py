@@ -434,9 +434,11 @@ def test_platform_records_the_loaded_cpu_kernels(monkeypatch):
     import threadpoolctl
 
     monkeypatch.setenv("OPENBLAS_CORETYPE", "Haswell")
+    monkeypatch.setenv("OPENBLAS_L2_SIZE", "512")  # sets OpenBLAS's GEMM blocking: moves bits like the core type
     monkeypatch.delenv("ATEN_CPU_CAPABILITY", raising=False)
     info = experiments.platform_info("cpu")
     assert info["env"]["OPENBLAS_CORETYPE"] == "Haswell" and "ATEN_CPU_CAPABILITY" not in info["env"]
+    assert info["env"]["OPENBLAS_L2_SIZE"] == "512"
     assert info["cpu_count"] == os.cpu_count() and info["torch_threads"] == torch.get_num_threads()
     assert info["torch_cpu_capability"] == torch.backends.cpu.get_cpu_capability()
     libs = threadpoolctl.threadpool_info()

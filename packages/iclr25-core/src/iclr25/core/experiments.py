@@ -228,8 +228,10 @@ def versions() -> dict[str, str]:
     return dict(sorted(found.items()))
 
 
-# Environment variables that change which CPU kernels run (and so the last bits of every float
-# result): set by a user who wants figures recorded on another host, recorded when set.
+# Environment variables that change which CPU kernels run or how they block their loops (and so the
+# last bits of every float result): set by a user who wants figures recorded on another host, or by
+# the host itself, recorded when set. OPENBLAS_L2_SIZE overrides the cache size OpenBLAS reads from
+# cpuid, which sets its GEMM block sizes.
 KERNEL_SELECTION_VARIABLES = (
     "ATEN_CPU_CAPABILITY",
     "CUBLAS_WORKSPACE_CONFIG",
@@ -239,6 +241,7 @@ KERNEL_SELECTION_VARIABLES = (
     "NPY_DISABLE_CPU_FEATURES",
     "OMP_NUM_THREADS",
     "OPENBLAS_CORETYPE",
+    "OPENBLAS_L2_SIZE",
     "OPENBLAS_NUM_THREADS",
 )
 
