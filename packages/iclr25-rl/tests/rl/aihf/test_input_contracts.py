@@ -152,3 +152,17 @@ def test_from_rollouts_accepts_the_bool_actions_a_segment_accepts(data):
     assert len(D) == 2 and D.acts.dtype == bool
     est = AIHF(LinearReward(gw.features, 6), tabular.SoftVI(env=gw)).fit(D, None, iters=2)
     assert len(est.history_) == 2
+
+
+def test_soft_vi_policy_is_a_copy(data):
+    """As ARS.policy: editing the estimator's policy_ must not move the optimizer's current policy."""
+    gw, D, P = data[:3]
+    opt = tabular.SoftVI(env=gw)
+    est = AIHF(LinearReward(gw.features, 6), opt).fit(D, P, iters=2)
+    before = opt.policy
+    est.policy_[:] = 0.0
+    np.testing.assert_array_equal(opt.policy, before)
+    fresh = tabular.SoftVI(env=gw)
+    fresh.reset(H, ref=np.full((25, 5), 0.2))
+    fresh.policy[:] = 0.0
+    assert (fresh.policy == 0.2).all()

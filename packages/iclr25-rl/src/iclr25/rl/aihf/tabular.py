@@ -269,12 +269,13 @@ class SoftVI:
 
     @property
     def policy(self) -> np.ndarray:
-        """Current (S, A) policy (uniform, or the reference, before the first step)."""
+        """Current (S, A) policy (uniform, or the reference, before the first step); a copy, as ARS's."""
         env = self._need_env()
+        # a copy: the fitted estimator keeps it as policy_, and editing that must not move the optimizer
         if self._pi is not None:
-            return self._pi
+            return self._pi.copy()
         if self._ref is not None:
-            return self._ref.numpy()
+            return self._ref.numpy().copy()
         return np.full((env.n_states, env.n_actions), 1.0 / env.n_actions)
 
     def policy_return(self, reward: RewardModel, n_rollouts: int) -> torch.Tensor:
