@@ -290,3 +290,19 @@ def test_non_finite_loss_stops_with_step_and_leaves_model_untouched():
         train_truncated(tcm, torch.randn(32, 2), 3, TruncatedConsistencyLoss(ECTSchedule()), batch_size=8)
     for k, v in tcm.state_dict().items():
         assert torch.equal(v, before[k])
+
+
+def test_pseudo_huber_float16_keeps_c_and_range():
+    """float16 inputs are measured in float32 and returned as float16.
+
+    In float16 c^2 = 1e-16 underflowed to 0, so equal rows gave sqrt(0) and a NaN gradient; a
+    squared sum above 65504 overflowed to inf.
+    """
+    a = torch.tensor([[1.0, 2.0], [300.0, 0.0]], dtype=torch.float16, requires_grad=True)
+    b = torch.tensor([[1.0, 2.0], [0.0, 0.0]], dtype=torch.float16)
+    out = pseudo_huber(a, b)
+    assert out.dtype == torch.float16
+    torch.testing.assert_close(out, torch.tensor([0.0, 300.0], dtype=torch.float16))
+    out.sum().backward()
+    assert torch.isfinite(a.grad).all()
+    torch.testing.assert_close(a.grad[1], torch.tensor([1.0, 0.0], dtype=torch.float16))

@@ -42,9 +42,12 @@ def pseudo_huber(a: torch.Tensor, b: torch.Tensor, c: float = 1e-8) -> torch.Ten
         raise ValueError(f"a and b must have the same shape (B, ...), got {tuple(a.shape)} and {tuple(b.shape)}")
     if not c >= 0:
         raise ValueError(f"c must be >= 0, got {c}")
-    # explicit width: reshape(0, -1) is ambiguous and raised on an empty batch
-    d2 = (a - b).reshape(a.shape[0], math.prod(a.shape[1:])).pow(2).sum(1)
-    return (d2 + c * c).sqrt() - c
+    # explicit width: reshape(0, -1) is ambiguous and raised on an empty batch. At least float32:
+    # in float16 c^2 = 1e-16 underflows to 0 (equal rows then get a NaN gradient) and the squared
+    # sum overflows past 65504.
+    work = compute_dtype(a, b)
+    d2 = (a.to(work) - b.to(work)).reshape(a.shape[0], math.prod(a.shape[1:])).pow(2).sum(1)
+    return ((d2 + c * c).sqrt() - c).to(torch.promote_types(a.dtype, b.dtype))
 
 
 def _uniform(n: int, generator: torch.Generator | None, device: torch.device) -> np.ndarray:
