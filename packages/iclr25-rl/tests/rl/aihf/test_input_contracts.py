@@ -18,18 +18,7 @@ from iclr25.rl.aihf import (
 GAMMA, H = 0.9, 30
 
 
-@pytest.fixture(scope="module")
-def data():
-    gw = tabular.GridWorld(seed=0)
-    theta_star = np.random.default_rng(0).normal(size=6)
-    expert = tabular.plan(gw, np.repeat((gw.phi @ theta_star)[:, None], 5, 1), GAMMA, 1.0)
-    D = TrajectoryDataset.from_rollouts(gw.rollouts(expert, 10, H, 1))
-    pool = gw.rollouts(np.full((25, 5), 0.2), 100, H, 2)
-
-    def ret(seg):
-        return float(GAMMA ** np.arange(len(seg[0])) @ (gw.phi[seg[0]] @ theta_star))
-
-    return gw, D, synthetic_preferences(pool, ret, 1.0, 20, 3)
+# the `data` fixture (gridworld, demonstrations, preferences) lives in conftest.py
 
 
 @pytest.mark.parametrize("bad", [np.nan, np.inf])
