@@ -74,7 +74,7 @@ step chat 60 python3 $B/iclr25-llm/benchmarks/bench_hf_generate.py --device cuda
 step radar 45 python3 $B/iclr25-llm/benchmarks/radar_decode.py --device cuda
 step topodiff 60 python3 $B/iclr25-generative/benchmarks/topodiffusion.py --device cuda --size 64 --batch 64 --steps 10 \
     --images 64
-step tcm 60 python3 $B/iclr25-generative/benchmarks/tcm.py --device cuda
+step tcm 60 python3 $B/iclr25-generative/benchmarks/tcm.py --device cuda --unet --sample
 step tcm-digits 150 python3 -c "from iclr25.generative.tcm import run_digits_variant as r; \
 print(r((4000, 3000, 1500), seed=0, device='cuda').to_json())"
 step videoniah 60 python3 $B/iclr25-llm/benchmarks/videoniah_compose.py --device cuda --numpy-haystacks 20 --check-every 2
