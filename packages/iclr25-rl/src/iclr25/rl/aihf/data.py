@@ -3,13 +3,24 @@
 from __future__ import annotations
 
 import itertools
+import numbers
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
 __all__ = ["PreferenceDataset", "Segment", "TrajectoryDataset", "synthetic_preferences"]
 
 Segment = tuple[np.ndarray, np.ndarray]  # (obs (T, ...), acts (T, ...))
+
+
+def _check_count(owner: str, name: str, value: Any, minimum: int) -> None:
+    """TypeError unless ``value`` is an int (NumPy ints too, not bool); ValueError below ``minimum``."""
+    # int() would silently truncate 2.5 steps to 2
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{owner}: {name} must be an int, got {type(value).__name__} {value!r}")
+    if value < minimum:
+        raise ValueError(f"{owner}: {name} must be >= {minimum}, got {value}")
 
 
 def _check_finite(x: np.ndarray, dataset: str, field: str) -> None:

@@ -13,7 +13,7 @@ import torch
 
 from iclr25.core.progress import progress
 
-from .data import PreferenceDataset, TrajectoryDataset
+from .data import PreferenceDataset, TrajectoryDataset, _check_count
 from .rewards import LinearReward, RewardModel
 
 __all__ = ["AIHF", "RLHFPipeline", "bt_log_likelihood", "fit_bradley_terry"]
@@ -29,14 +29,6 @@ def bt_log_likelihood(ra: torch.Tensor, rb: torch.Tensor, label: torch.Tensor) -
 
 def _l2(reward: RewardModel) -> torch.Tensor:
     return sum((p * p).sum() for p in reward.parameters())
-
-
-def _check_count(owner: str, name: str, value: Any, minimum: int) -> None:
-    # int() would silently truncate 2.5 steps to 2
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise TypeError(f"{owner}: {name} must be an int, got {type(value).__name__} {value!r}")
-    if value < minimum:
-        raise ValueError(f"{owner}: {name} must be >= {minimum}, got {value}")
 
 
 def _check_actions(opt: Any, D: TrajectoryDataset, P: PreferenceDataset) -> None:

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import numbers
-
 import torch
+
+from .data import _check_count
 
 __all__ = ["batched_soft_vi_reference", "check_soft_vi_args"]
 
@@ -28,10 +28,7 @@ def check_soft_vi_args(P: torch.Tensor, r: torch.Tensor, gamma: float, temp: flo
         raise ValueError(f"batched_soft_vi: gamma must be in [0, 1), got {gamma}")
     if not temp > 0:
         raise ValueError(f"batched_soft_vi: temp must be > 0, got {temp}")
-    if isinstance(iters, bool) or not isinstance(iters, numbers.Integral):
-        raise TypeError(f"batched_soft_vi: iters must be an int, got {type(iters).__name__} {iters!r}")
-    if iters < 1:
-        raise ValueError(f"batched_soft_vi: iters must be >= 1, got {iters}")
+    _check_count("batched_soft_vi", "iters", iters, 1)
 
 
 def batched_soft_vi_reference(P: torch.Tensor, r: torch.Tensor, gamma: float, temp: float, iters: int) -> torch.Tensor:

@@ -6,12 +6,10 @@ and fixed points can be checked to round-off.
 
 from __future__ import annotations
 
-import numbers
-
 import numpy as np
 import torch
 
-from .data import Segment, TrajectoryDataset
+from .data import Segment, TrajectoryDataset, _check_count
 from .rewards import RewardModel
 
 __all__ = ["GridWorld", "SoftVI", "occupancy", "soft_value_iteration"]
@@ -145,10 +143,7 @@ def soft_value_iteration(
         raise ValueError(f"soft_value_iteration: gamma must be in [0, 1), got {gamma}")
     if not temp > 0:
         raise ValueError(f"soft_value_iteration: temp must be > 0, got {temp}")
-    if isinstance(iters, bool) or not isinstance(iters, numbers.Integral):
-        raise TypeError(f"soft_value_iteration: iters must be an int, got {type(iters).__name__} {iters!r}")
-    if iters < 1:  # 0 used to run one backup anyway
-        raise ValueError(f"soft_value_iteration: iters must be >= 1, got {iters}")
+    _check_count("soft_value_iteration", "iters", iters, 1)  # 0 used to run one backup anyway
     r = torch.as_tensor(r, dtype=torch.float64)
     # numpy P (every GridWorld's) must follow a CUDA r rather than stay on the CPU
     P = torch.as_tensor(P, dtype=r.dtype, device=r.device)
