@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import numbers
 from collections.abc import Iterable
 from typing import Any
 
@@ -15,7 +14,7 @@ from iclr25.core.progress import progress
 from iclr25.neuro.spiking import anova_selectivity, cv_binary, isi_cv
 
 from .network import BarrelCortexRSNN
-from .whiskers import N_WHISKERS, deprive_whiskers, to_spikes
+from .whiskers import N_WHISKERS, _is_int, deprive_whiskers, to_spikes
 
 logger = logging.getLogger(__name__)
 
@@ -34,7 +33,7 @@ def _param(model: BarrelCortexRSNN) -> torch.Tensor:
 
 
 def _check_int(name: str, v: object, low: int) -> int:
-    if not isinstance(v, numbers.Integral) or isinstance(v, bool) or v < low:
+    if not _is_int(v) or v < low:
         raise ValueError(f"{name} must be an int >= {low}, got {v!r}")
     return int(v)
 
@@ -156,7 +155,7 @@ def whisker_deprivation_curve(
     ks = list(ks)
     pool = _check_int("pool", pool, 1)
     # int(1.5) would silently run k = 1; a repeated k would overwrite its own per_draw entry
-    if any(not isinstance(k, numbers.Integral) or isinstance(k, bool) for k in ks) or len(set(ks)) != len(ks):
+    if not all(_is_int(k) for k in ks) or len(set(ks)) != len(ks):
         raise ValueError(f"ks must be distinct ints, got {ks}")
     ks = [int(k) for k in ks]
     if any(not 0 <= k <= pool for k in ks) or pool > N_WHISKERS:

@@ -14,8 +14,6 @@ of populations j < i, as RSNN_bfd's loop over populations does)::
 from __future__ import annotations
 
 import logging
-import math
-import numbers
 from typing import Any
 
 import torch
@@ -26,6 +24,7 @@ from iclr25.neuro.spiking import Surrogate, alif_initial_state
 from iclr25.neuro.spiking.reference import alif_update
 
 from .populations import ConnectivitySpec
+from .whiskers import _is_finite_real, _is_int
 
 logger = logging.getLogger(__name__)
 
@@ -44,9 +43,8 @@ def _choice(name: str, value: Any, choices: tuple[str, ...]) -> None:
 
 
 def _check_real(name: str, value: Any, positive: bool = True) -> None:
-    # numbers.Real: NumPy scalars (np.float32 from a hyper-parameter grid) are floats too; bools are not
-    ok = isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
-    if not ok or (positive and not value > 0):
+    # NumPy scalars (np.float32 from a hyper-parameter grid) are floats too; bools are not
+    if not _is_finite_real(value) or (positive and not value > 0):
         raise ValueError(f"{name} must be a finite float{' > 0' if positive else ''}, got {value!r}")
 
 
@@ -322,7 +320,7 @@ class BarrelCortexRSNN(nn.Module):
         _choice("readout", readout, _READOUTS)
         _choice("backend", backend, _BACKENDS)
         for name, v in (("n_whisker_inputs", n_whisker_inputs), ("n_classes", n_classes)):
-            if not isinstance(v, numbers.Integral) or isinstance(v, bool) or v < 1:
+            if not _is_int(v) or v < 1:
                 raise ValueError(f"{name} must be an int >= 1, got {v!r}")
         n_whisker_inputs, n_classes = int(n_whisker_inputs), int(n_classes)
         spec = ConnectivitySpec.barrel(scale=scale, seed=seed)

@@ -31,6 +31,11 @@ def _is_int(v: Any) -> bool:
     return isinstance(v, numbers.Integral) and not isinstance(v, bool)
 
 
+def _is_finite_real(v: Any) -> bool:
+    """Finite Python or NumPy real (not bool)."""
+    return isinstance(v, numbers.Real) and not isinstance(v, bool) and math.isfinite(v)
+
+
 def _box(p: np.ndarray, half: Sequence[float], centre: Sequence[float] = (0.0, 0.0, 0.0)) -> np.ndarray:
     q = np.abs(p - np.asarray(centre)) - np.asarray(half)
     return np.linalg.norm(np.maximum(q, 0.0), axis=-1) + np.minimum(q.max(-1), 0.0)
@@ -325,7 +330,7 @@ def to_spikes(
     dt = int(dt)
     for name, c in (("c_f", c_f), ("c_t", c_t)):
         # a NaN centre gives p = NaN (no spikes at all), an infinite one p = 0 or 1, all silently
-        if c is not None and (not isinstance(c, numbers.Real) or isinstance(c, bool) or not math.isfinite(c)):
+        if c is not None and not _is_finite_real(c):
             raise ValueError(f"{name} must be a finite float or None, got {c!r}")
     for name, a in (("force", force), ("torque", torque)):
         # a NaN magnitude gives p = NaN, which Bernoulli sampling would silently turn into no spikes
