@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import logging
 import math
-import numbers
 from collections.abc import Mapping, Sequence
 
 import torch
@@ -22,6 +21,8 @@ from torch import nn
 from iclr25.core.device import compute_dtype
 from iclr25.core.progress import progress
 from iclr25.llm.lm.data import _check_stream
+
+from .scores import _is_int
 
 __all__ = ["inject_members", "sample_passages"]
 
@@ -46,10 +47,9 @@ def sample_passages(
     (n, length) long tensor
     """
     streams = list(docs.values()) if isinstance(docs, Mapping) else list(docs)
-    # numbers.Integral admits numpy ints (np.int64 is not an int subclass).
-    if isinstance(length, bool) or not isinstance(length, numbers.Integral) or length < 2:
+    if not _is_int(length) or length < 2:
         raise ValueError(f"length must be an int >= 2; got {length!r}")
-    if isinstance(n, bool) or not isinstance(n, numbers.Integral) or n < 1:
+    if not _is_int(n) or n < 1:
         raise ValueError(f"n must be a positive int; got {n!r}")
     n, length = int(n), int(length)
     windows = []
@@ -111,11 +111,10 @@ def inject_members(
         raise ValueError(f"member_ids must be an (N, L >= 2) long tensor; got {got}")
     if member_ids.is_floating_point() or member_ids.is_complex() or member_ids.dtype == torch.bool:
         raise TypeError(f"member_ids must be an integer (long) tensor of token ids; got {member_ids.dtype}")
-    # numbers.Integral admits numpy ints; a bool is an int to Python but never a count (True was 1 exposure).
-    if isinstance(exposures, bool) or not isinstance(exposures, numbers.Integral) or exposures < 1:
+    if not _is_int(exposures) or exposures < 1:
         raise ValueError(f"exposures must be a positive int; got {exposures!r}")
     for name, v in (("members_per_step", members_per_step), ("general_per_step", general_per_step)):
-        if isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < 0:
+        if not _is_int(v) or v < 0:
             raise ValueError(f"{name} must be a non-negative int; got {v!r}")
     exposures, members_per_step, general_per_step = int(exposures), int(members_per_step), int(general_per_step)
     if members_per_step < 1:

@@ -9,7 +9,6 @@ dropping collinear points, sklearn's default, can hide the operating point that
 from __future__ import annotations
 
 import logging
-import numbers
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -19,7 +18,7 @@ from torch import nn
 
 from iclr25.core.progress import progress
 
-from .scores import _check_ks, _check_methods, score_all
+from .scores import _check_ks, _check_methods, _is_int, _is_real, score_all
 
 __all__ = ["MIAResult", "evaluate_mia", "mia_metrics", "roc_curve"]
 
@@ -195,18 +194,17 @@ def evaluate_mia(
         raise ValueError(f"texts must be a sequence of str, one per label; got a single {texts!r:.40}")
     if len(texts) != len(labels):
         raise ValueError(f"texts and labels must be sequences of equal length; got {len(texts)} and {len(labels)}")
-    # numbers.Integral/Real admit numpy scalars; a bool is an int to Python but never a count.
-    if isinstance(batch_size, bool) or not isinstance(batch_size, numbers.Integral) or batch_size < 1:
+    if not _is_int(batch_size) or batch_size < 1:
         raise ValueError(f"batch_size must be a positive int; got {batch_size!r}")
-    if isinstance(n_bootstrap, bool) or not isinstance(n_bootstrap, numbers.Integral) or n_bootstrap < 0:
+    if not _is_int(n_bootstrap) or n_bootstrap < 0:
         raise ValueError(f"n_bootstrap must be a non-negative int; got {n_bootstrap!r}")
     batch_size, n_bootstrap = int(batch_size), int(n_bootstrap)
-    if isinstance(ci_level, bool) or not isinstance(ci_level, numbers.Real) or not 0.0 < ci_level < 1.0:
+    if not _is_real(ci_level) or not 0.0 < ci_level < 1.0:
         raise ValueError(f"ci_level must be a number in (0, 1); got {ci_level!r}")
     # A negative max_length would slice from the end (silently dropping tokens), 0 or 1 leaves no
     # next-token prediction: refuse both here rather than per text.
     if max_length is not None:
-        if isinstance(max_length, bool) or not isinstance(max_length, numbers.Integral) or max_length < 2:
+        if not _is_int(max_length) or max_length < 2:
             raise ValueError(f"max_length must be None or an int >= 2; got {max_length!r}")
         max_length = int(max_length)
     y = np.asarray(labels.detach().cpu() if isinstance(labels, torch.Tensor) else labels)

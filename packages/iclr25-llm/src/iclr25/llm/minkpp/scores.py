@@ -122,9 +122,19 @@ def token_stats(
     return ell, mu, var.clamp_min(0).sqrt().clamp_min(SIGMA_FLOOR)
 
 
+def _is_int(v) -> bool:
+    # numbers.Integral admits numpy ints (np.int64 is not an int subclass); a bool is an int to
+    # Python but never a count (True was 1 exposure)
+    return isinstance(v, numbers.Integral) and not isinstance(v, bool)
+
+
+def _is_real(v) -> bool:
+    # numbers.Real admits numpy scalars (np.float32 is not a float subclass)
+    return isinstance(v, numbers.Real) and not isinstance(v, bool)
+
+
 def _check_k(k) -> float:
-    # numbers.Real admits numpy scalars (np.float32 is not a float subclass).
-    if isinstance(k, bool) or not isinstance(k, numbers.Real) or not 0.0 < float(k) <= 1.0:
+    if not _is_real(k) or not 0.0 < float(k) <= 1.0:
         raise ValueError(f"k must be a fraction in (0, 1]; got {k!r}")
     return float(k)
 
