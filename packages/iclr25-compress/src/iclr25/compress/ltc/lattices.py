@@ -197,6 +197,15 @@ def coset_decode_int(x: torch.Tensor, den: int, shifts: torch.Tensor, base: IntD
     return cand[torch.arange(x.shape[0], device=x.device), idx]
 
 
+def _scaled_coset_int(shifts: torch.Tensor, scale: int, base: IntDecoder) -> IntDecoder:
+    """Exact decoder of ``∪_k (shifts[k] + scale·L)`` from the exact decoder ``base`` of ``L``."""
+
+    def decode(x: torch.Tensor, den: int) -> torch.Tensor:
+        return coset_decode_int(x, den, shifts.to(x.device), lambda t, d: scale * base(t, scale * d))
+
+    return decode
+
+
 def _left_inverse(basis: np.ndarray) -> tuple[np.ndarray, int]:
     """``(C, d)`` with integer ``C`` and ``(zB) C = d·z`` for every ``z`` (exact, via ``Bᵀ(BBᵀ)⁻¹``)."""
     b = [[Fraction(int(v)) for v in row] for row in basis]
@@ -617,11 +626,7 @@ def _d_dual(n: int) -> Lattice:
         return coset_decode(y, shifts.to(y.device, y.dtype), decode_z)
 
     # doubled to make the model integral: 2Dₙ* = 2Zⁿ ∪ (2Zⁿ + 1)
-    shifts_int = torch.tensor([[0] * n, [1] * n])
-
-    def decode_int(x: torch.Tensor, den: int) -> torch.Tensor:
-        return coset_decode_int(x, den, shifts_int.to(x.device), lambda t, d: 2 * decode_z_int(t, 2 * d))
-
+    decode_int = _scaled_coset_int(torch.tensor([[0] * n, [1] * n]), 2, decode_z_int)
     return Lattice(f"D{n}*", G0, decode, integer_model=IntegerModel(2 * G0, decode_int))
 
 
@@ -670,11 +675,7 @@ def _e8() -> Lattice:
         return coset_decode(y, shifts.to(y.device, y.dtype), decode_d)
 
     # doubled to make the model integral: 2E8 = 2D8 ∪ (2D8 + 1)
-    shifts_int = torch.tensor([[0] * 8, [1] * 8])
-
-    def decode_int(x: torch.Tensor, den: int) -> torch.Tensor:
-        return coset_decode_int(x, den, shifts_int.to(x.device), lambda t, d: 2 * decode_d_int(t, 2 * d))
-
+    decode_int = _scaled_coset_int(torch.tensor([[0] * 8, [1] * 8]), 2, decode_d_int)
     return Lattice("E8", G0, decode, integer_model=IntegerModel(2 * G0, decode_int))
 
 
@@ -687,11 +688,7 @@ def _bw16() -> Lattice:
     def decode(y: torch.Tensor) -> torch.Tensor:
         return coset_decode(y, shifts.to(y.device, y.dtype), lambda t: 2 * decode_d(t / 2))
 
-    shifts_int = torch.as_tensor(reed_muller_1_4())
-
-    def decode_int(x: torch.Tensor, den: int) -> torch.Tensor:
-        return coset_decode_int(x, den, shifts_int.to(x.device), lambda t, d: 2 * decode_d_int(t, 2 * d))
-
+    decode_int = _scaled_coset_int(torch.as_tensor(reed_muller_1_4()), 2, decode_d_int)
     return Lattice("BW16", G0, decode, integer_model=IntegerModel(G0, decode_int))
 
 
@@ -716,14 +713,13 @@ def _leech() -> Lattice:
             out[i : i + chunk] = coset_decode(y[i : i + chunk], s, lambda t: 4 * decode_d(t / 4))
         return out
 
-    shifts_int = shifts.round().to(torch.int64)
+    coset_int = _scaled_coset_int(shifts.round().to(torch.int64), 4, decode_d_int)
 
     def decode_int(x: torch.Tensor, den: int) -> torch.Tensor:
-        s = shifts_int.to(x.device)
         out = torch.empty_like(x)
         chunk = 16  # bounds the (chunk, 8192, 24) int64 intermediates
         for i in range(0, x.shape[0], chunk):
-            out[i : i + chunk] = coset_decode_int(x[i : i + chunk], den, s, lambda t, d: 4 * decode_d_int(t, 4 * d))
+            out[i : i + chunk] = coset_int(x[i : i + chunk], den)
         return out
 
     return Lattice("Leech", G0, decode, integer_model=IntegerModel(G0, decode_int))
