@@ -7,6 +7,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from iclr25.core.device import compute_dtype
+
 from .binarize import BinarizationResult
 from .packed import PackedBinaryLinear, PackedBinaryWeight, pack_groups
 from .quantizer import LayerResult
@@ -58,9 +60,7 @@ class BinarizedLinear(nn.Module):
 
     def _dequantize(self) -> torch.Tensor:
         # fp32 at least; groups binarized in fp64 (from an fp64 weight) keep their fp64 reconstruction
-        dt = torch.float32
-        for _, g in self.groups or ():
-            dt = torch.promote_types(dt, g.params["alpha"].dtype)
+        dt = compute_dtype(*(g.params["alpha"] for _, g in self.groups or ()))
         W = torch.zeros(self.out_features, self.in_features, dtype=dt)
         for start, g in self.groups or ():
             W[:, start : start + g.mask.shape[1]] += g.reconstruct().to(dt).cpu()
