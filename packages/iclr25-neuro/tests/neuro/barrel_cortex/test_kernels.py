@@ -60,6 +60,16 @@ def test_triton_backend_refuses_what_it_cannot_run():
     assert not auto_seq.cortex.uses_kernel(x)
 
 
+def test_device_reason_is_reported_alone():
+    # a device the kernel cannot run on is the whole answer: the update and dtype reasons are not
+    # listed after it (they would only matter once the device is right)
+    cortex = BarrelCortexRSNN(scale=0.05, seed=0, backend="triton", update="sequential").cortex
+    x = torch.zeros(2, 1, 200, device="meta", dtype=torch.float64)
+    with pytest.raises(BackendUnavailableError, match="meta") as err:
+        cortex.uses_kernel(x)
+    assert "synchronous" not in str(err.value) and "float32" not in str(err.value)
+
+
 @pytest.mark.gpu
 def test_fused_step_equals_torch_step_full_scale_cuda():
     if not torch.cuda.is_available():

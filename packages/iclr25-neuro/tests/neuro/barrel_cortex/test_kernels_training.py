@@ -98,6 +98,44 @@ def test_only_final_state_gradient_and_constant_initial_state():
         torch.testing.assert_close(gk, gr, rtol=1e-11, atol=1e-12)
 
 
+@pytest.mark.parametrize(("steps", "w_needs_grad"), [(1, True), (3, False)])
+def test_single_step_and_constant_weight_gradients_equal_torch_autograd(steps, w_needs_grad):
+    """T = 1: grad W is the s0 term alone (no stacked product); constant W: no grad W is formed."""
+    from iclr25.neuro.barrel_cortex.kernels import recurrent_alif_triton
+
+    surr = Surrogate.make("gaussian")
+    inputs = _problem(steps=steps, batch=3, n=70, seed=7)
+    if not w_needs_grad:
+        inputs[1] = inputs[1].detach()
+    s_ref, v_ref, b_ref = _torch_steps(*inputs, surr)
+    s_ker, (v_ker, _, b_ker) = recurrent_alif_triton(*inputs, B0, BETA, 1.0, surr)
+    assert 0.05 < float(s_ref.detach().mean()) < 0.8  # both firing and silent entries
+    assert torch.equal(s_ker, s_ref)
+    wanted = [t for t in inputs if t.requires_grad]
+    assert any(t is inputs[1] for t in wanted) == w_needs_grad
+    gen = torch.Generator().manual_seed(2)
+    cot = [torch.randn(t.shape, generator=gen, dtype=t.dtype) for t in (s_ref, v_ref, b_ref)]
+    g_ref = _grads((s_ref, v_ref, b_ref), cot, wanted)
+    g_ker = _grads((s_ker, v_ker, b_ker), cot, wanted)
+    for gr, gk in zip(g_ref, g_ker, strict=True):
+        assert gr.abs().max() > 0
+        # float64, as in the T = 5 comparison above
+        torch.testing.assert_close(gk, gr, rtol=1e-11, atol=1e-12)
+
+
+def test_zero_steps_return_the_initial_state():
+    # no step is taken, so the final state is the initial one and passes its gradient through as is
+    from iclr25.neuro.barrel_cortex.kernels import recurrent_alif_triton
+
+    inputs = _problem(steps=0, batch=2, n=9, seed=4)
+    spikes, (v, s, b) = recurrent_alif_triton(*inputs, B0, BETA, 1.0, Surrogate.make("gaussian"))
+    assert spikes.shape == (0, 2, 9)
+    assert torch.equal(v, inputs[2]) and torch.equal(s, inputs[3]) and torch.equal(b, inputs[4])
+    g_v0, g_s0, g_b = torch.autograd.grad(v.sum() + 2.0 * s.sum() + 3.0 * b.sum(), inputs[2:5])
+    assert torch.equal(g_v0, torch.ones_like(g_v0))
+    assert torch.equal(g_s0, torch.full_like(g_s0, 2.0)) and torch.equal(g_b, torch.full_like(g_b, 3.0))
+
+
 @pytest.mark.parametrize("product", ["spike_driven", "dense"])
 def test_no_grad_path_equals_autograd_path_and_inputs_untouched(product):
     from iclr25.neuro.barrel_cortex.kernels import recurrent_alif_triton

@@ -114,12 +114,41 @@ def test_five_dim_official_layout_uses_sweep_zero():
         (torch.zeros(2, 2, 6, 92), "layout"),
         (torch.full((1, 2, 4, 93), 0.5), "0/1"),
         (torch.full((1, 2, 4, 93), float("nan")), "NaN"),
+        (torch.zeros(1, 2, 0, 4, 93), "at least one sweep"),  # official 5-D layout, no sweep to take
     ],
 )
 def test_bad_input(x, match):
     m = BarrelCortexRSNN(scale=0.05)
     with pytest.raises(ValueError, match=match):
         m(x)
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"update": "async"}, "update must be one of"),
+        ({"init_state": "random"}, "init_state must be one of"),
+        ({"backend": "cuda"}, "backend must be one of"),
+        ({"readout": "mse"}, "readout must be one of"),
+        ({"n_whisker_inputs": 0}, "n_whisker_inputs must be an int >= 1"),
+        ({"n_whisker_inputs": 93.0}, "n_whisker_inputs must be an int >= 1"),
+        ({"n_classes": True}, "n_classes must be an int >= 1"),
+        ({"n_classes": 2.5}, "n_classes must be an int >= 1"),
+    ],
+)
+def test_bad_model_arguments(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        BarrelCortexRSNN(scale=0.05, **kwargs)
+
+
+def test_negative_adaptation_strength_is_refused():
+    from iclr25.neuro.barrel_cortex import ConnectivitySpec, ConstrainedSpikingNetwork
+
+    spec = ConnectivitySpec([3, 2], ["E", "I"], np.ones((2, 2)), np.ones(2), n_input=4)
+    # β < 0 would lower the threshold after every spike (runaway firing) instead of raising it
+    with pytest.raises(ValueError, match="beta must be a finite float >= 0"):
+        ConstrainedSpikingNetwork(spec, beta=-0.5)
+    assert ConstrainedSpikingNetwork(spec, beta=0).beta == 0.0  # no adaptation is allowed
 
 
 def test_rates_allowed_empty_batch_and_input_untouched():

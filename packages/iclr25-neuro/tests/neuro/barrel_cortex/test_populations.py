@@ -108,6 +108,37 @@ def test_bad_specs(kwargs, match):
         ConnectivitySpec([3, 2], ["E", "I"], **kwargs)
 
 
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"sizes": []}, "sizes must be a non-empty sequence"),
+        ({"sizes": [3, 0]}, "sizes must be a non-empty sequence"),
+        ({"sizes": [3, -2]}, "sizes must be a non-empty sequence"),
+        # int() truncated these silently: a population of 2 (or 1) neurons instead of an error
+        ({"sizes": [2.5, 2]}, "sizes must be a non-empty sequence"),
+        ({"sizes": [True, 2]}, "sizes must be a non-empty sequence"),
+        ({"sizes": [float("nan"), 2]}, "sizes must be a non-empty sequence"),
+        ({"kinds": ["E"]}, "kinds must be 2 entries"),
+        ({"kinds": ["E", "X"]}, "kinds must be 2 entries"),
+        ({"n_input": -1}, "n_input must be an int"),
+        ({"n_input": 2.5}, "n_input must be an int"),
+        ({"n_input": True}, "n_input must be an int"),
+    ],
+)
+def test_bad_sizes_kinds_and_n_input(kwargs, match):
+    args = {"sizes": [3, 2], "kinds": ["E", "I"], "p_recurrent": np.zeros((2, 2))} | kwargs
+    with pytest.raises(ValueError, match=match):
+        ConnectivitySpec(**args)
+
+
+def test_sizes_accept_integral_numbers_of_any_container():
+    want = ConnectivitySpec([3, 2], "EI", np.full((2, 2), 0.5), seed=1)
+    for sizes in (np.array([3, 2]), torch.tensor([3, 2]), (np.int64(3), 2), [3.0, 2.0]):
+        spec = ConnectivitySpec(sizes, "EI", np.full((2, 2), 0.5), seed=1)
+        assert spec.sizes == (3, 2) and all(type(n) is int for n in spec.sizes)
+        assert torch.equal(spec.masks()[0], want.masks()[0])
+
+
 def test_weights_are_projected_not_clamped_in_the_graph():
     # RSNN_bfd clamps weight.data in place: a weight pushed below 0 sits at exactly 0 and still gets
     # gradient, so it can grow again (a differentiable clamp would give it zero gradient forever)

@@ -80,6 +80,54 @@ def test_torque_is_r_cross_f():
     assert (np.linalg.norm(t[fr, w, 0], axis=-1) > 0).mean() > 0.9
 
 
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"n_whiskers": 30}, "n_whiskers must be 31"),
+        ({"frames": 1}, "frames must be an int >= 2"),  # the sweep velocity divides by frames - 1
+        ({"frames": 2.5}, "frames must be an int >= 2"),
+        ({"frames": True}, "frames must be an int >= 2"),
+        ({"points_per_whisker": 1}, "points_per_whisker must be an int >= 2"),
+        ({"points_per_whisker": 3.0}, "points_per_whisker must be an int >= 2"),
+    ],
+)
+def test_simulator_refuses_bad_arguments(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        WhiskerSweepSimulator(**kwargs)
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"n_per_class": -1}, "n_per_class must be a non-negative int"),
+        ({"n_per_class": 1.5}, "n_per_class must be a non-negative int"),
+        ({"n_per_class": 1, "sweeps": 0}, "sweeps must be"),
+        ({"n_per_class": 1, "sweeps": 2.0}, "sweeps must be"),
+    ],
+)
+def test_dataset_refuses_bad_counts(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        make_whisker_dataset(frames=4, **kwargs)
+
+
+def test_conversion_and_deprivation_check_the_force_torque_pair():
+    f, t, _ = make_whisker_dataset(1, seed=7, frames=4)
+    for call in (lambda a, b: to_spikes(a, b, dt=1), lambda a, b: deprive_whiskers(a, b, [0])):
+        with pytest.raises(TypeError, match="force must be a numpy array"):
+            call(f.tolist(), t)
+        with pytest.raises(TypeError, match="torque must be a numpy array"):
+            call(f, torch.from_numpy(t))
+        with pytest.raises(ValueError, match="force must have shape"):
+            call(f[:, 0], t)  # sweep axis missing
+        with pytest.raises(ValueError, match="torque must have shape"):
+            call(f, t[..., :2])  # two of xyz
+        with pytest.raises(ValueError, match="force and torque shapes differ"):
+            call(f, t[:, :, :2])  # fewer frames
+    for dt in (0, 1.5, True):
+        with pytest.raises(ValueError, match="dt must be an int >= 1"):
+            to_spikes(f, t, dt=dt)
+
+
 def test_unknown_object():
     with pytest.raises(KeyError, match="helmet"):
         WhiskerSweepSimulator().sweep("cup")

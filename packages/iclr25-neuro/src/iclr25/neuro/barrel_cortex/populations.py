@@ -71,6 +71,12 @@ for _a in BARREL_CONNECTIVITY.values():
     _a.setflags(write=False)
 
 
+def _is_positive_integral(v: object) -> bool:
+    return (
+        isinstance(v, numbers.Real) and not isinstance(v, bool) and math.isfinite(v) and float(v).is_integer() and v > 0
+    )
+
+
 def _check_probabilities(name: str, p: np.ndarray, shape: tuple[int, ...]) -> None:
     if p.shape != shape:
         raise ValueError(f"{name} must have shape {shape}, got {p.shape}")
@@ -112,11 +118,15 @@ class ConnectivitySpec:
         scale: float = 1.0,
         seed: int = 0,
     ) -> None:
+        if hasattr(sizes, "tolist"):  # a tensor iterates as 0-d tensors, not numbers
+            sizes = sizes.tolist()
+        sizes = list(sizes)
+        # int(2.5) would silently build a population of 2; integral floats such as 3.0 stay accepted
+        if not sizes or not all(_is_positive_integral(n) for n in sizes):
+            raise ValueError(f"sizes must be a non-empty sequence of positive ints, got {sizes}")
         sizes = [int(n) for n in sizes]
         kinds = list(kinds)
         n_pop = len(sizes)
-        if n_pop == 0 or any(n <= 0 for n in sizes):
-            raise ValueError(f"sizes must be a non-empty sequence of positive ints, got {sizes}")
         if len(kinds) != n_pop or any(k not in ("E", "I") for k in kinds):
             raise ValueError(f"kinds must be {n_pop} entries 'E' or 'I', got {kinds}")
         if not isinstance(scale, numbers.Real) or isinstance(scale, bool) or not scale > 0 or not math.isfinite(scale):
