@@ -1,5 +1,6 @@
 """Word tokenizer, passage sampling and member injection."""
 
+import numpy as np
 import pytest
 import torch
 
@@ -112,3 +113,121 @@ def test_inject_members_counts_exposures_and_mixes_general_windows():
             key = next(k for k in seen if list(k[:5]) == row.tolist())
             seen[key] += 1
     assert set(seen.values()) == {E}
+
+
+def test_word_tokenizer_argument_checks_and_repr():
+    with pytest.raises(TypeError, match="texts must hold str; got int"):
+        WordTokenizer.train(["to be", 3], vocab_size=5)
+    tok = WordTokenizer.train(["to be, or not to be"], vocab_size=5, lowercase=True)
+    with pytest.raises(TypeError, match="text must be a str; got list"):
+        tok.tokenize(["to", "be"])
+    with pytest.raises(TypeError, match="text must be a str"):
+        tok.encode(b"to be")
+    assert repr(tok) == "WordTokenizer(vocab_size=5, lowercase=True)"
+
+
+def test_word_tokenizer_refuses_a_str_vocab_and_non_str_tokens():
+    # WordTokenizer("abc") built the vocabulary a, b, c (one id per letter) without a word.
+    with pytest.raises(TypeError, match="vocab must be a sequence of str"):
+        WordTokenizer("abc")
+    # an int token can never match a regex piece: every id of it was dead, and decode failed on it
+    with pytest.raises(TypeError, match="vocab must hold str tokens; got int"):
+        WordTokenizer(["to", 7])
+
+
+def test_word_tokenizer_train_accepts_numpy_int_vocab_size():
+    # np.int64(5) was refused with "vocab_size must be an int >= 2; got 5".
+    texts = ["to be, or not to be"]
+    tok = WordTokenizer.train(texts, vocab_size=np.int64(5))
+    assert tok.itos == ["<unk>", "be", "to", ",", "not"]  # counts 2, 2, then ties alphabetically
+    with pytest.raises(ValueError, match="vocab_size"):
+        WordTokenizer.train(texts, vocab_size=True)
+    with pytest.raises(ValueError, match="vocab_size"):
+        WordTokenizer.train(texts, vocab_size=4.0)
+
+
+def test_sample_passages_argument_checks():
+    docs = [torch.arange(40)]
+    for length in (1, 0, 2.5, "4", True):
+        with pytest.raises(ValueError, match="length must be an int >= 2"):
+            sample_passages(docs, 2, length)
+    for n in (0, -1, 1.0, False):
+        with pytest.raises(ValueError, match="n must be a positive int"):
+            sample_passages(docs, n, 4)
+    with pytest.raises(TypeError, match="docs must hold 1-D token tensors; got a list"):
+        sample_passages([list(range(40))], 2, 4)  # was a ValueError
+    with pytest.raises(ValueError, match=r"docs must hold 1-D token tensors; got shape \(4, 10\)"):
+        sample_passages({"a": torch.arange(40).reshape(4, 10)}, 2, 4)
+    # exactly enough windows: 40 tokens give 10 of length 4, so n = 10 is every window once
+    p = sample_passages(docs, 10, 4, seed=3)
+    assert sorted(int(r[0]) for r in p) == list(range(0, 40, 4))
+
+
+def test_inject_members_argument_checks():
+    torch.manual_seed(0)
+    model = TinyLlama(TinyLlamaConfig.preset("pico", vocab_size=40, max_seq_len=32))
+    g = torch.Generator().manual_seed(0)
+    stream = torch.randint(0, 40, (200,), generator=g)
+    members = torch.randint(0, 40, (4, 8), generator=g)
+    with pytest.raises(TypeError, match=r"model must be an nn\.Module"):
+        inject_members(lambda ids: ids, members, stream, 1)
+    with pytest.raises(TypeError, match="member_ids must be an"):
+        inject_members(model, members.tolist(), stream, 1)  # was a ValueError
+    with pytest.raises(ValueError, match=r"member_ids must be an .* got shape \(32,\)"):
+        inject_members(model, members.reshape(-1), stream, 1)
+    with pytest.raises(ValueError, match=r"member_ids must be an .* got shape \(4, 1\)"):
+        inject_members(model, members[:, :1], stream, 1)
+    with pytest.raises(ValueError, match="members_per_step must be >= 1; got 0"):
+        inject_members(model, members, stream, 1, members_per_step=0)
+    with pytest.raises(ValueError, match="members_per_step must be a non-negative int"):
+        inject_members(model, members, stream, 1, members_per_step=-1)
+
+
+def test_inject_members_refuses_an_empty_member_set():
+    # (0, L) member_ids ran zero steps and returned {"steps": 0} as if members had been injected.
+    torch.manual_seed(0)
+    model = TinyLlama(TinyLlamaConfig.preset("pico", vocab_size=40, max_seq_len=32))
+    w0 = [p.detach().clone() for p in model.parameters()]
+    stream = torch.randint(0, 40, (200,), generator=torch.Generator().manual_seed(0))
+    with pytest.raises(ValueError, match=r"member_ids must be an \(N >= 1.* got shape \(0, 8\)"):
+        inject_members(model, torch.zeros(0, 8, dtype=torch.long), stream, 2)
+    assert all(torch.equal(a, b) for a, b in zip(w0, model.parameters(), strict=True))
+
+
+def test_inject_members_names_train_tokens_in_stream_errors():
+    # The shared stream check said "tokens", which is no argument of inject_members.
+    torch.manual_seed(0)
+    model = TinyLlama(TinyLlamaConfig.preset("pico", vocab_size=40, max_seq_len=32))
+    members = torch.randint(0, 40, (4, 8), generator=torch.Generator().manual_seed(0))
+    with pytest.raises(TypeError, match=r"^train_tokens: "):
+        inject_members(model, members, list(range(100)), 1)
+    with pytest.raises(ValueError, match=r"^train_tokens: .*at least seq_len \+ 1 = 9"):
+        inject_members(model, members, torch.arange(8), 1)
+    with pytest.raises(ValueError, match=r"^train_tokens: "):
+        inject_members(model, members, torch.arange(100.0), 1)
+
+
+def test_inject_members_without_parameters_or_with_a_diverging_loss():
+    members = torch.randint(0, 5, (2, 4), generator=torch.Generator().manual_seed(0))
+    stream = torch.arange(50) % 5
+
+    class Fixed(torch.nn.Module):
+        def forward(self, ids):
+            return torch.nn.functional.one_hot(ids, 5).float()
+
+    # next(model.parameters()) raised a bare StopIteration
+    with pytest.raises(ValueError, match="model must have parameters to train; Fixed has none"):
+        inject_members(Fixed(), members, stream, 1)
+
+    class NaNLogits(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = torch.nn.Parameter(torch.ones(()))
+
+        def forward(self, ids):
+            return self.w * torch.full((*ids.shape, 5), float("nan"))
+
+    model = NaNLogits()
+    with pytest.raises(FloatingPointError, match="loss became nan at injection step 0"):
+        inject_members(model, members, stream, 1, members_per_step=2, general_per_step=1)
+    assert model.w.item() == 1.0  # refused before the optimiser step

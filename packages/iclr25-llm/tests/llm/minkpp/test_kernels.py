@@ -141,3 +141,47 @@ def test_kernel_matches_reference_cuda():
     _check("cuda")
     _check_multi_block("cuda")
     _check_strided_views("cuda")
+
+
+@pytest.mark.triton
+def test_kernel_copies_logits_whose_vocabulary_axis_is_strided_interpreter():
+    # A (B, T, V) view of a (B, V, T) tensor has vocabulary stride T: the kernel walks each row with
+    # unit stride, so such logits must be made contiguous first, and the statistics must not change.
+    from iclr25.llm.minkpp.kernels import token_stats_triton
+
+    g = torch.Generator().manual_seed(3)
+    base = 3 * torch.randn(2, 50, 6, generator=g)
+    logits = base.transpose(1, 2)
+    assert logits.stride(-1) != 1
+    targets = torch.randint(0, 50, (2, 6), generator=g)
+    got = token_stats_triton(logits, targets)
+    ref = token_stats_reference(logits.contiguous(), targets)
+    for a, b, name in zip(got, ref, ("ell", "mu", "var"), strict=True):
+        torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5, msg=name)
+
+
+def test_kernel_entry_point_refuses_to_run_without_triton(monkeypatch):
+    from iclr25.llm.minkpp import kernels
+
+    monkeypatch.setattr(kernels, "triton_available", lambda: False)
+    with pytest.raises(RuntimeError, match="triton is not installed"):
+        kernels.token_stats_triton(torch.zeros(2, 5), torch.zeros(2, dtype=torch.long))
+
+
+@pytest.mark.triton
+def test_op_refuses_grad_and_float64_logits_for_the_kernel_interpreter():
+    # The kernel is forward-only and fp32/fp16/bf16 only: an explicit request refuses; auto falls back.
+    from iclr25.core.triton import BackendUnavailableError
+    from iclr25.llm.minkpp.scores import TOKEN_STATS
+
+    g = torch.Generator().manual_seed(4)
+    logits = torch.randn(3, 11, generator=g)
+    targets = torch.randint(0, 11, (3,), generator=g)
+    with pytest.raises(BackendUnavailableError, match="forward-only; logits require grad"):
+        TOKEN_STATS(logits.clone().requires_grad_(), targets, backend="triton")
+    with pytest.raises(BackendUnavailableError, match=r"fp32/fp16/bf16 logits, got torch\.float64"):
+        TOKEN_STATS(logits.double(), targets, backend="triton")
+    with torch.no_grad():  # without autograd recording, a leaf that requires grad is fine
+        got = TOKEN_STATS(logits.clone().requires_grad_(), targets, backend="triton")
+    for a, b in zip(got, token_stats_reference(logits, targets), strict=True):
+        torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)

@@ -144,3 +144,21 @@ def test_evaluate_mia_max_length_truncates():
     cut = evaluate_mia(model, tok, texts, labels, methods=("loss",), max_length=4, n_bootstrap=0)
     short = evaluate_mia(model, tok, [t[:4] for t in texts], labels, methods=("loss",), n_bootstrap=0)
     np.testing.assert_allclose(cut.scores["loss"], short.scores["loss"], rtol=1e-6)
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), -float("inf")])
+def test_non_finite_scores_are_a_value_error(bad):
+    # A bad value of an argument: ValueError (was FloatingPointError), naming the argument.
+    with pytest.raises(ValueError, match="scores must be finite"):
+        mia_metrics([0.1, bad, 0.3, 0.4], [0, 1, 0, 1])
+    with pytest.raises(ValueError, match="scores must be finite"):
+        roc_curve(np.array([0.1, bad]), np.array([0, 1]))
+
+
+def test_evaluate_mia_text_arguments():
+    torch.manual_seed(0)
+    model = TinyLlama(TinyLlamaConfig.preset("pico", vocab_size=256, max_seq_len=64))
+    with pytest.raises(ValueError, match="texts and labels must be sequences of equal length; got 3 and 2"):
+        evaluate_mia(model, ByteTokenizer(), ["ab", "cd", "ef"], [1, 0], n_bootstrap=0)
+    with pytest.raises(TypeError, match="texts must be strings; got bytes"):
+        evaluate_mia(model, ByteTokenizer(), ["ab", b"cd"], [1, 0], n_bootstrap=0)

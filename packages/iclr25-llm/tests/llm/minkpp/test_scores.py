@@ -1,5 +1,6 @@
 """Token statistics and scores against float64 brute force, hand values and invariants."""
 
+import functools
 import math
 
 import pytest
@@ -300,3 +301,115 @@ def test_scores_match_official_run_py_over_k_sweep(n_tokens):
     ref = _official_run_py_scores(model, ids, ratios)
     for name, v in ref.items():
         torch.testing.assert_close(ours[name].double(), v, atol=2e-5, rtol=1e-5, msg=name)
+
+
+def test_token_stats_argument_types_and_shapes():
+    # A wrong type is a TypeError; a float tensor without a vocabulary axis is a bad value.
+    targets = torch.zeros(2, dtype=torch.long)
+    with pytest.raises(TypeError, match="logits must be a floating"):
+        token_stats([[0.0, 1.0], [1.0, 0.0]], targets)
+    with pytest.raises(TypeError, match="logits must be a floating"):
+        token_stats(torch.zeros(2, 3, dtype=torch.long), targets)
+    with pytest.raises(ValueError, match="logits must be a floating"):
+        token_stats(torch.tensor(1.0), torch.tensor(0))  # was a TypeError
+    with pytest.raises(TypeError, match="targets must be an integer"):
+        token_stats(torch.zeros(2, 3), [0, 1])
+    with pytest.raises(TypeError, match="targets must be an integer"):
+        token_stats(torch.zeros(2, 3), torch.zeros(2))
+    with pytest.raises(TypeError, match="targets must be an integer"):
+        token_stats(torch.zeros(2, 3), torch.zeros(2, dtype=torch.bool))
+    with pytest.raises(TypeError, match="targets must be an integer"):
+        token_stats(torch.zeros(2, 3), torch.zeros(2, dtype=torch.complex64))  # was a RuntimeError from min()
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float64])
+def test_token_stats_of_no_positions_are_empty(dtype):
+    # (batch, 0, V): nothing to score, so three empty (batch, 0) results in the documented dtype.
+    ell, mu, sigma = token_stats(torch.zeros(3, 0, 7, dtype=dtype), torch.zeros(3, 0, dtype=torch.long))
+    want = torch.float64 if dtype == torch.float64 else torch.float32
+    for x in (ell, mu, sigma):
+        assert x.shape == (3, 0) and x.dtype == want
+
+
+def test_min_k_mean_row_without_valid_position_names_valid():
+    v = torch.tensor([[1.0, 2.0], [3.0, 4.0]])
+    valid = torch.tensor([[True, False], [False, False]])
+    with pytest.raises(ValueError, match="valid must mark at least one position in every row; row 1"):
+        min_k_mean(v, valid, 0.5)
+
+
+def test_batch_argument_types_and_shapes():
+    model = _model()
+    with pytest.raises(TypeError, match="input_ids must be a"):
+        mink_pp_scores(model, [[1, 2, 3]])  # was a ValueError
+    with pytest.raises(ValueError, match="input_ids must be a"):
+        mink_pp_scores(model, torch.zeros(4, dtype=torch.long))
+    with pytest.raises(ValueError, match="input_ids must hold at least one sequence"):
+        mink_pp_scores(model, torch.zeros(0, 4, dtype=torch.long))
+    with pytest.raises(TypeError, match="attention_mask must be None or"):
+        mink_pp_scores(model, torch.zeros(1, 4, dtype=torch.long), [[1, 1, 1, 0]])  # was a ValueError
+    with pytest.raises(TypeError, match=r"model must be an nn\.Module"):
+        mink_pp_scores(lambda ids: torch.zeros(*ids.shape, 50), torch.zeros(1, 4, dtype=torch.long))
+
+
+def test_method_and_text_arguments():
+    model, ids = _model(), torch.zeros(2, 4, dtype=torch.long)
+    with pytest.raises(ValueError, match="methods must be a non-empty sequence"):
+        score_all(model, ids, methods="loss")
+    with pytest.raises(ValueError, match="methods must be a non-empty sequence"):
+        score_all(model, ids, methods=())
+    with pytest.raises(ValueError, match="ks must be a sequence"):
+        score_all(model, ids, methods=("mink",), ks="0.2")
+    with pytest.raises(TypeError, match="texts must be strings"):
+        zlib_scores(model, ids, ["ab", b"cd"])
+    with pytest.raises(TypeError, match="texts must be strings"):
+        score_all(model, ids, texts=["ab", 3], methods=("zlib",))
+    with pytest.raises(TypeError, match="methods must be a non-empty sequence"):
+        score_all(model, ids, methods=5)
+
+
+def test_methods_given_as_a_generator_are_all_scored():
+    # a generator is consumed by the name check; the scores must still cover every method it named
+    model, ids = _model(), torch.zeros(2, 4, dtype=torch.long)
+    out = score_all(model, ids, methods=(m for m in ("loss", "mink")), ks=(0.5,))
+    assert set(out) == set(score_all(model, ids, methods=("loss", "mink"), ks=(0.5,))) != set()
+
+
+class _TableLookup(torch.nn.Module):
+    """A bigram 'model' whose forward is a builtin (no inspectable signature, no attention_mask)."""
+
+    def __init__(self, table):
+        super().__init__()
+        self.register_buffer("table", table)
+        self.forward = functools.partial(torch.embedding, self.table)
+
+
+def test_model_with_uninspectable_forward_is_scored_without_a_mask():
+    # inspect.signature raises on a builtin forward: the scorer must fall back to the unmasked call
+    # (passing attention_mask= would be a TypeError), which is exact for right padding.
+    g = torch.Generator().manual_seed(6)
+    V = 9
+    table = 2 * torch.randn(V, V, generator=g)
+    model = _TableLookup(table)
+    seqs = [torch.randint(0, V, (n,), generator=g) for n in (7, 3, 5)]
+    ids = torch.zeros(3, 7, dtype=torch.long)
+    mask = torch.zeros(3, 7, dtype=torch.long)
+    for i, s in enumerate(seqs):
+        ids[i, : len(s)] = s
+        mask[i, : len(s)] = 1
+    out = score_all(model, ids, mask, methods=("loss", "mink++"), ks=(1.0,))
+    for i, s in enumerate(seqs):
+        ells, zs = [], []
+        for a, b in zip(s[:-1].tolist(), s[1:].tolist(), strict=True):
+            row = table[a].double().tolist()
+            top = max(row)
+            lse = top + math.log(sum(math.exp(v - top) for v in row))
+            lp = [v - lse for v in row]
+            mu = sum(math.exp(q) * q for q in lp)
+            sd = math.sqrt(sum(math.exp(q) * (q - mu) ** 2 for q in lp))
+            ells.append(lp[b])
+            zs.append((lp[b] - mu) / sd)
+        # fp32 log-softmax of O(10) logits errs by a few ulp of 10 (~1e-6); every sigma of this table
+        # is above 0.6, so dividing by it keeps s_t's error of that order
+        assert out["loss"][i].item() == pytest.approx(sum(ells) / len(ells), abs=1e-5)
+        assert out["mink++@1"][i].item() == pytest.approx(sum(zs) / len(zs), abs=1e-5)

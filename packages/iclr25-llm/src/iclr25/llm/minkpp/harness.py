@@ -54,8 +54,10 @@ def sample_passages(
     n, length = int(n), int(length)
     windows = []
     for s in streams:
-        if not isinstance(s, torch.Tensor) or s.dim() != 1:
-            raise ValueError("docs must hold 1-D token tensors")
+        if not isinstance(s, torch.Tensor):
+            raise TypeError(f"docs must hold 1-D token tensors; got a {type(s).__name__}")
+        if s.dim() != 1:
+            raise ValueError(f"docs must hold 1-D token tensors; got shape {tuple(s.shape)}")
         # the final .long() would otherwise truncate float ids silently (as member_ids refuses below)
         if s.is_floating_point() or s.is_complex() or s.dtype == torch.bool:
             raise TypeError(f"docs must hold integer (long) token tensors; got {s.dtype}")
@@ -106,9 +108,11 @@ def inject_members(
     """
     if not isinstance(model, nn.Module):
         raise TypeError(f"model must be an nn.Module; got {type(model).__name__}")
-    if not isinstance(member_ids, torch.Tensor) or member_ids.dim() != 2 or member_ids.shape[1] < 2:
-        got = tuple(member_ids.shape) if isinstance(member_ids, torch.Tensor) else type(member_ids).__name__
-        raise ValueError(f"member_ids must be an (N, L >= 2) long tensor; got {got}")
+    if not isinstance(member_ids, torch.Tensor):
+        raise TypeError(f"member_ids must be an (N >= 1, L >= 2) long tensor; got {type(member_ids).__name__}")
+    # N = 0 would run zero steps and return as if the members had been injected
+    if member_ids.dim() != 2 or member_ids.shape[0] < 1 or member_ids.shape[1] < 2:
+        raise ValueError(f"member_ids must be an (N >= 1, L >= 2) long tensor; got shape {tuple(member_ids.shape)}")
     if member_ids.is_floating_point() or member_ids.is_complex() or member_ids.dtype == torch.bool:
         raise TypeError(f"member_ids must be an integer (long) tensor of token ids; got {member_ids.dtype}")
     if not _is_int(exposures) or exposures < 1:
@@ -120,8 +124,15 @@ def inject_members(
     if members_per_step < 1:
         raise ValueError(f"members_per_step must be >= 1; got {members_per_step}")
     L = member_ids.shape[1]
-    train_tokens = _check_stream(train_tokens, L)
-    device = next(model.parameters()).device
+    try:
+        train_tokens = _check_stream(train_tokens, L)
+    except (TypeError, ValueError) as exc:
+        # the shared check calls the stream "tokens"; say which argument of this function it was
+        raise type(exc)(f"train_tokens: {exc}") from None
+    param = next(model.parameters(), None)
+    if param is None:  # next() alone raised a bare StopIteration
+        raise ValueError(f"model must have parameters to train; {type(model).__name__} has none")
+    device = param.device
     g = torch.Generator().manual_seed(seed)
     order = torch.cat([torch.randperm(len(member_ids), generator=g) for _ in range(exposures)])
     steps = math.ceil(len(order) / members_per_step)

@@ -93,7 +93,6 @@ def token_stats_triton(logits: torch.Tensor, targets: torch.Tensor) -> tuple[tor
     t = targets.reshape(-1).to(device=z.device, dtype=torch.int64).contiguous()
     rows = z.shape[0] * inner
     out = [torch.empty(rows, device=z.device, dtype=torch.float32) for _ in range(3)]
-    if rows:
-        block = min(4096, triton.next_power_of_2(V))
-        _token_stats_kernel[(rows,)](z, t, *out, V, inner, z.stride(0), z.stride(1), BLOCK_V=block)
+    block = min(4096, triton.next_power_of_2(V))
+    _token_stats_kernel[(rows,)](z, t, *out, V, inner, z.stride(0), z.stride(1), BLOCK_V=block)
     return tuple(o.reshape(lead) for o in out)

@@ -35,7 +35,7 @@ def _check_labels_scores(scores, labels) -> tuple[np.ndarray, np.ndarray]:
     if len(np.unique(y)) < 2:
         raise ValueError(f"labels must contain both classes (0 and 1); got only {int(y[0]) if len(y) else 'none'}")
     if not np.isfinite(s).all():
-        raise FloatingPointError("scores contain NaN or inf")
+        raise ValueError("scores must be finite; got NaN or inf")
     return s, y.astype(np.int64)
 
 

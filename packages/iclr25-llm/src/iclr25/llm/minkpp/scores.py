@@ -11,7 +11,7 @@ import inspect
 import math
 import numbers
 import zlib
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 import torch
 from torch import nn
@@ -94,10 +94,17 @@ def token_stats(
     FloatingPointError
         When ``logits`` holds NaN or +inf, or a row whose logits are all ``-inf``.
     """
-    if not isinstance(logits, torch.Tensor) or not logits.is_floating_point() or logits.dim() < 1:
-        got = f"{logits.dtype} {tuple(logits.shape)}" if isinstance(logits, torch.Tensor) else type(logits).__name__
+    if not isinstance(logits, torch.Tensor) or not logits.is_floating_point():
+        got = logits.dtype if isinstance(logits, torch.Tensor) else type(logits).__name__
         raise TypeError(f"logits must be a floating (..., V) tensor; got {got}")
-    if not isinstance(targets, torch.Tensor) or targets.is_floating_point() or targets.dtype == torch.bool:
+    if logits.dim() < 1:
+        raise ValueError("logits must be a floating (..., V) tensor with a vocabulary axis; got a 0-d tensor")
+    if (
+        not isinstance(targets, torch.Tensor)
+        or targets.is_floating_point()
+        or targets.is_complex()
+        or targets.dtype == torch.bool
+    ):
         got = targets.dtype if isinstance(targets, torch.Tensor) else type(targets).__name__
         raise TypeError(f"targets must be an integer tensor; got {got}")
     if tuple(targets.shape) != tuple(logits.shape[:-1]):
@@ -182,7 +189,8 @@ def min_k_mean(values: torch.Tensor, valid: torch.Tensor | None, k: float) -> to
         raise ValueError(f"valid must be None or a bool tensor of values' shape {tuple(values.shape)}; got {got}")
     n = valid.sum(-1)
     if bool((n < 1).any()):
-        raise ValueError("every row needs at least one valid position")
+        bad = int((n < 1).nonzero()[0, 0])
+        raise ValueError(f"valid must mark at least one position in every row; row {bad} has none")
     # Python int(k * n) as in the official script, not a float-tolerant rounding.
     counts = torch.tensor([max(1, math.floor(k * int(c))) for c in n.tolist()], device=values.device)
     ordered = values.masked_fill(~valid, float("inf")).sort(-1).values
@@ -191,9 +199,10 @@ def min_k_mean(values: torch.Tensor, valid: torch.Tensor | None, k: float) -> to
 
 
 def _check_batch(input_ids, attention_mask) -> tuple[torch.Tensor, torch.Tensor]:
-    if not isinstance(input_ids, torch.Tensor) or input_ids.dim() != 2:
-        got = tuple(input_ids.shape) if isinstance(input_ids, torch.Tensor) else type(input_ids).__name__
-        raise ValueError(f"input_ids must be a (batch, seq) integer tensor; got {got}")
+    if not isinstance(input_ids, torch.Tensor):
+        raise TypeError(f"input_ids must be a (batch, seq) integer tensor; got {type(input_ids).__name__}")
+    if input_ids.dim() != 2:
+        raise ValueError(f"input_ids must be a (batch, seq) integer tensor; got shape {tuple(input_ids.shape)}")
     if input_ids.is_floating_point() or input_ids.dtype == torch.bool:
         raise TypeError(f"input_ids must be an integer tensor; got {input_ids.dtype}")
     if input_ids.shape[0] < 1:
@@ -201,8 +210,10 @@ def _check_batch(input_ids, attention_mask) -> tuple[torch.Tensor, torch.Tensor]
     if attention_mask is None:
         mask = torch.ones_like(input_ids, dtype=torch.bool)
     else:
-        if not isinstance(attention_mask, torch.Tensor) or tuple(attention_mask.shape) != tuple(input_ids.shape):
-            got = tuple(attention_mask.shape) if isinstance(attention_mask, torch.Tensor) else type(attention_mask)
+        if not isinstance(attention_mask, torch.Tensor):
+            raise TypeError(f"attention_mask must be None or a 0/1 tensor; got {type(attention_mask).__name__}")
+        if tuple(attention_mask.shape) != tuple(input_ids.shape):
+            got = tuple(attention_mask.shape)
             raise ValueError(f"attention_mask must have input_ids' shape {tuple(input_ids.shape)}; got {got}")
         if bool(((attention_mask != 0) & (attention_mask != 1)).any()):
             raise ValueError("attention_mask must hold only 0 and 1")
@@ -422,6 +433,9 @@ METHODS = ("loss", "zlib", "mink", "mink++")
 
 
 def _check_methods(methods) -> tuple[str, ...]:
+    if not isinstance(methods, Iterable):
+        raise TypeError(f"methods must be a non-empty sequence drawn from {METHODS}; got {type(methods).__name__}")
+    methods = tuple(methods) if not isinstance(methods, str) else methods
     if isinstance(methods, str) or not methods:
         raise ValueError(f"methods must be a non-empty sequence drawn from {METHODS}; got {methods!r}")
     bad = [m for m in methods if m not in METHODS]

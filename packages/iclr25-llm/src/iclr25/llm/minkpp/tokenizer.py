@@ -24,6 +24,8 @@ import torch
 
 from iclr25.core.io import atomic_open
 
+from .scores import _is_int
+
 __all__ = ["WORD_PATTERN", "WordTokenizer"]
 
 WORD_PATTERN = r"[A-Za-z]+|[0-9]+|[^\sA-Za-z0-9]"
@@ -49,7 +51,13 @@ class WordTokenizer:
     """
 
     def __init__(self, vocab: Sequence[str], lowercase: bool = False) -> None:
+        # A single str would become a vocabulary of its letters, as in train().
+        if isinstance(vocab, (str, bytes)):
+            raise TypeError(f"vocab must be a sequence of str tokens; got a single {vocab!r:.40}")
         vocab = list(vocab)
+        bad = [w for w in vocab if not isinstance(w, str)]
+        if bad:
+            raise TypeError(f"vocab must hold str tokens; got {type(bad[0]).__name__} {bad[0]!r}")
         if len(set(vocab)) != len(vocab) or UNK in vocab:
             raise ValueError("vocab must hold distinct tokens and must not contain '<unk>'")
         self.itos = [UNK, *vocab]
@@ -67,8 +75,9 @@ class WordTokenizer:
             Total ids including ``<unk>`` (default: top-2000 words + ``<unk>``).
         lowercase : bool
         """
-        if not isinstance(vocab_size, int) or vocab_size < 2:
+        if not _is_int(vocab_size) or vocab_size < 2:
             raise ValueError(f"vocab_size must be an int >= 2; got {vocab_size!r}")
+        vocab_size = int(vocab_size)
         # Iterating a single str would count its characters, a vocabulary of letters.
         if isinstance(texts, (str, bytes)):
             raise TypeError(f"texts must be an iterable of str (e.g. a list of documents); got a single {texts!r:.40}")
