@@ -1,7 +1,15 @@
 import numpy as np
 import pytest
 
-from iclr25.rl.aihf import AIHF, ARS, LinearReward, TrajectoryDataset
+from iclr25.rl.aihf import (
+    AIHF,
+    ARS,
+    LinearPolicy,
+    LinearReward,
+    PreferenceDataset,
+    RLHFPipeline,
+    TrajectoryDataset,
+)
 
 
 @pytest.fixture(scope="module")
@@ -149,3 +157,106 @@ def test_rlhf_pipeline_refuses_demonstrations_outside_the_box(ars):
     pipe = RLHFPipeline(LinearReward(lambda o, a: o, ars.obs_dim + 1), ars, kl_to_sft=0.0, rl_steps=0)
     with pytest.raises(ValueError, match="TrajectoryDataset: action at index 3 lies outside"):
         pipe.fit(D, P)
+
+
+# --- argument checks and edge cases ------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "exc", "match"),
+    [
+        ({"horizon": 0}, ValueError, "ARS: horizon must be >= 1, got 0"),
+        ({"horizon": 10.5}, TypeError, "ARS: horizon must be an int, got float 10.5"),
+        ({"n_dirs": 0, "top": 1}, ValueError, "ARS: n_dirs must be >= 1, got 0"),
+        ({"top": 0}, ValueError, "ARS: top must be >= 1, got 0"),
+        ({"n_dirs": 4.0, "top": 2}, TypeError, "ARS: n_dirs must be an int"),
+        ({"n_dirs": 3, "top": 4}, ValueError, "ARS: top must be <= n_dirs, got top=4, n_dirs=3"),
+        ({"step": 0.0}, ValueError, "ARS: step must be a finite float > 0, got 0.0"),
+        ({"step": float("inf")}, ValueError, "ARS: step must be a finite float > 0, got inf"),
+        ({"noise": float("nan")}, ValueError, "ARS: noise must be a finite float > 0, got nan"),
+        ({"gamma": float("nan")}, ValueError, r"ARS: gamma must be in \[0, 1\], got nan"),
+        ({"gamma": 1.5}, ValueError, r"ARS: gamma must be in \[0, 1\], got 1.5"),
+    ],
+)
+def test_constructor_names_a_bad_argument(kwargs, exc, match):
+    # a fractional horizon used to be truncated and a NaN gamma made every score NaN, so ARS never stepped
+    with pytest.raises(exc, match=match):
+        ARS("HalfCheetah-v5", **kwargs)
+
+
+def test_reset_refuses_another_horizon(ars):
+    with pytest.raises(ValueError, match="ARS: horizon 7 != the optimizer's rollout horizon 10"):
+        ars.reset(7)
+
+
+def test_a_constant_reward_gives_no_step_but_updates_the_statistics(ars):
+    # With every perturbed return equal, σ_R = 0: the update direction carries no information, so M stays put.
+    ars.reset(10, seed=0)
+    steps0 = ars.env_steps
+    ars.improve(LinearReward(lambda o, a: o, ars.obs_dim + 1), 2)  # θ = 0: every return is 0
+    assert not ars.M.any()
+    assert ars.env_steps - steps0 == 2 * 2 * ars.n_dirs * 10  # HalfCheetah never terminates
+    assert (ars.std != 1.0).any()  # the observation statistics still learnt from the rollouts
+
+
+def test_kl_anchor_penalizes_the_squared_distance_to_the_reference_actions(ars):
+    rng = np.random.default_rng(3)
+    ref = LinearPolicy(
+        0.3 * rng.normal(size=(ars.act_dim, ars.obs_dim)),
+        rng.normal(size=ars.obs_dim),
+        rng.uniform(0.5, 2.0, size=ars.obs_dim),
+        ars.low,
+        ars.high,
+    )
+    ars.reset(10, seed=0, ref=ref, temperature=0.25)
+    obs = rng.normal(size=(6, ars.obs_dim + 1))  # the extra column is the recorded x_velocity
+    acts = rng.uniform(-1.0, 1.0, size=(6, ars.act_dim))
+    # a_ref(s) = clip(M (s − μ) / σ, −1, 1) on the environment observation alone
+    ref_acts = np.clip(((obs[:, : ars.obs_dim] - ref.mean) / ref.std) @ ref.M.T, -1.0, 1.0)
+    expected = 2.0 - 0.25 * ((acts - ref_acts) ** 2).sum()
+    assert ars._score((obs, acts), 2.0, None) == pytest.approx(expected, rel=1e-12)
+    ars.reset(10, seed=0, ref=ref)  # no temperature: no anchor
+    assert ars._score((obs, acts), 2.0, None) == 2.0
+
+
+def test_preferences_only_fit_uses_the_rollout_horizon(ars):
+    # Preference segments shorter than the rollouts: the policy side keeps the optimizer's own horizon.
+    rng = np.random.default_rng(4)
+
+    def seg():
+        return rng.normal(size=(7, ars.obs_dim + 1)), rng.uniform(-1.0, 1.0, size=(7, ars.act_dim))
+
+    a, b = [seg(), seg(), seg()], [seg(), seg(), seg()]
+    y = np.array([1.0, 0.0, 0.5])
+    P = PreferenceDataset(a, b, y)
+
+    def feats(o, _):
+        return np.asarray(o)[:, :2]
+
+    steps0 = ars.env_steps
+    est = AIHF.rlhf(LinearReward(feats, 2), ars, reward_lr=0.5, l2=0.0, policy_steps_per_iter=1)
+    est.fit(None, P, iters=1)
+    # one reward step from θ = 0, where σ(0) = 1/2: θ_1 = α·mean_k (y_k − 1/2)(Φ(a_k) − Φ(b_k)), γ = 1
+    dphi = np.stack([sa[0][:, :2].sum(0) - sb[0][:, :2].sum(0) for sa, sb in zip(a, b, strict=True)])
+    np.testing.assert_allclose(est.reward_.theta.detach().numpy(), 0.5 * (y - 0.5) @ dphi / 3, rtol=1e-12)
+    # the deferred policy step ran 2·n_dirs rollouts of the full horizon 10, not of the segments' 7
+    assert ars.env_steps - steps0 == 2 * ars.n_dirs * 10
+
+
+def test_rlhf_pipeline_without_the_sft_start_starts_at_zero_but_keeps_the_anchor(ars):
+    # init_from_sft=False was ignored whenever kl_to_sft > 0: ARS started from the SFT policy it anchors to.
+    rng = np.random.default_rng(5)
+    obs = rng.normal(size=(10, ars.obs_dim + 1))
+    acts = rng.uniform(-0.5, 0.5, size=(10, ars.act_dim))
+    D = TrajectoryDataset.from_rollouts([(obs, acts)])
+    P = PreferenceDataset([(obs, acts)], [(obs, np.zeros_like(acts))], [1.0])
+    for init in (True, False):
+        pipe = RLHFPipeline(
+            LinearReward(lambda o, a: o, ars.obs_dim + 1), ars, kl_to_sft=0.5, rl_steps=0, init_from_sft=init
+        ).fit(D, P)
+        expected_start = pipe.sft_.M if init else np.zeros_like(pipe.sft_.M)
+        np.testing.assert_array_equal(ars.start_policy.M, expected_start)
+        np.testing.assert_array_equal(pipe.policy_.M, expected_start)  # rl_steps=0 keeps the start
+        # either way the RL stage is anchored to the SFT policy with weight 0.5
+        expected = -0.5 * ((acts - pipe.sft_.act(obs)) ** 2).sum()
+        assert ars._score((obs, acts), 0.0, None) == pytest.approx(expected, rel=1e-12)

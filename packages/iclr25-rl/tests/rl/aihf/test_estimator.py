@@ -458,3 +458,141 @@ def test_beta_must_match_tabular_temperature(world):
     D, P = _data(world, 3, 3)
     with pytest.raises(ValueError, match=r"beta=2\.0"):
         AIHF(LinearReward(gw.features, 6), tabular.SoftVI(temperature=1.0, env=gw), beta=2.0).fit(D, P)
+
+
+@pytest.mark.parametrize(
+    ("make", "exc", "match"),
+    [
+        (lambda: TrajectoryDataset(np.array(["a", "b"]), np.zeros(2), [1, 0]), TypeError, "obs must be numeric"),
+        (lambda: TrajectoryDataset(np.zeros(3), np.zeros(2), [1, 0, 0]), ValueError, "equal lengths, got 3, 2, 3"),
+        (lambda: TrajectoryDataset(np.zeros(2), np.zeros(2), [[1], [0]]), ValueError, "episode_starts must be 1-D"),
+        (lambda: TrajectoryDataset(np.zeros(2), np.zeros(2), [0, 1]), ValueError, r"episode_starts\[0\] must be True"),
+        (
+            lambda: TrajectoryDataset.from_rollouts([np.zeros(3)]),
+            TypeError,
+            "segment 0 must be an \\(obs, acts\\) pair",
+        ),
+        (
+            lambda: TrajectoryDataset.from_rollouts([(np.zeros(3), np.zeros(2))]),
+            ValueError,
+            "segment 0 needs equal, non-zero lengths; got obs 3, acts 2",
+        ),
+        (
+            lambda: PreferenceDataset([(np.zeros(0), np.zeros(0))], [(np.zeros(1), np.zeros(1))], [1.0]),
+            ValueError,
+            r"PreferenceDataset\.seg_a: segment 0 needs equal, non-zero lengths; got obs 0, acts 0",
+        ),
+        (
+            lambda: PreferenceDataset([(np.zeros(1), np.zeros(1))], [], [1.0]),
+            ValueError,
+            "seg_a, seg_b, label need equal lengths, got 1, 0, 1",
+        ),
+    ],
+)
+def test_datasets_name_a_bad_argument(make, exc, match):
+    with pytest.raises(exc, match=match):
+        make()
+
+
+@pytest.mark.parametrize(
+    ("make", "exc", "match"),
+    [
+        (lambda: LinearReward("phi", 3), TypeError, "LinearReward: feature_fn must be callable, got str"),
+        (lambda: LinearReward(lambda o, a: o, 0), ValueError, "LinearReward: dim must be >= 1, got 0"),
+        (
+            lambda: LinearReward(lambda o, a: np.zeros((len(o), 3)), 2).features(np.zeros(4), np.zeros(4)),
+            ValueError,
+            r"LinearReward: feature_fn must return \(T, 2\), got \(4, 3\)",
+        ),
+        (lambda: MLPReward(0, 1), ValueError, "MLPReward: obs_dim must be >= 1, got 0"),
+        (lambda: MLPReward(2, -1), ValueError, "MLPReward: act_dim must be >= 0, got -1"),
+        (
+            lambda: MLPReward(2, 1, hidden=(3,))(np.zeros((4, 3)), np.zeros((4, 1))),
+            ValueError,
+            r"MLPReward: expected obs \(T, 2\) and acts \(T, 1\), got \(4, 3\) and \(4, 1\)",
+        ),
+    ],
+)
+def test_reward_models_name_a_bad_argument(make, exc, match):
+    torch.manual_seed(0)
+    with pytest.raises(exc, match=match):
+        make()
+
+
+def test_returns_of_no_segments_are_empty():
+    # Σ over an empty set of segments: no returns, in the parameters' dtype (not a failing concatenate)
+    torch.manual_seed(0)
+    mlp = MLPReward(2, 1, hidden=(3,), dtype=torch.float32)
+    R = mlp.prepare([], GAMMA)()
+    assert R.shape == (0,) and R.dtype == torch.float32
+    lin = LinearReward(lambda o, a: np.ones((len(o), 3)), 3)
+    phi = lin.discounted_features([], GAMMA)
+    assert phi.shape == (0, 3) and phi.dtype == torch.float64
+    assert lin.prepare([], GAMMA)().shape == (0,)
+    # ... and one segment of ones sums the discounts: Φ = (1 − γ³)/(1 − γ) in every coordinate
+    phi = lin.discounted_features([(np.zeros(3), np.zeros(3))], GAMMA)
+    torch.testing.assert_close(phi, torch.full((1, 3), (1 - GAMMA**3) / (1 - GAMMA), dtype=torch.float64))
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "exc", "match"),
+    [
+        ({"reward": "linear"}, TypeError, "AIHF: reward must be a RewardModel, got str"),
+        ({"w_demo": -1.0}, ValueError, "AIHF: w_demo must be 'count' or a float >= 0, got -1.0"),
+        ({"w_pref": "counts"}, ValueError, "AIHF: w_pref must be 'count' or a float >= 0, got 'counts'"),
+        ({"w_pref": float("nan")}, ValueError, "AIHF: w_pref must be 'count' or a float >= 0, got nan"),
+        ({"beta": 0.0}, ValueError, "AIHF: beta must be > 0, got 0.0"),
+        ({"reward_lr": -0.1}, ValueError, "AIHF: reward_lr must be > 0, got -0.1"),
+    ],
+)
+def test_aihf_names_a_bad_argument(world, kwargs, exc, match):
+    gw = world[0]
+    args = {"reward": LinearReward(gw.features, 6), "policy_optimizer": tabular.SoftVI(env=gw)} | kwargs
+    with pytest.raises(exc, match=match):
+        AIHF(**args)
+
+
+def test_fit_names_a_wrong_dataset(world):
+    gw = world[0]
+    D, P = _data(world, 2, 2)
+    est = AIHF(LinearReward(gw.features, 6), tabular.SoftVI(env=gw))
+    with pytest.raises(TypeError, match=r"AIHF\.fit: D must be a TrajectoryDataset, got list"):
+        est.fit(D.episodes(), P, iters=1)
+    with pytest.raises(TypeError, match=r"AIHF\.fit: P must be a PreferenceDataset, got tuple"):
+        est.fit(D, (P.seg_a, P.seg_b, P.label), iters=1)
+
+
+def test_fit_bradley_terry_refuses_empty_preferences(world):
+    gw = world[0]
+    with pytest.raises(ValueError, match="fit_bradley_terry: prefs is empty"):
+        fit_bradley_terry(LinearReward(gw.features, 6), PreferenceDataset.empty(), GAMMA)
+
+
+def test_ml_irl_autograd_step_is_the_feature_gap_to_the_uniform_policy(world):
+    # w_P = 0 on the autograd path: the first reward step meets the uniform start policy, so
+    # θ_1 = (α/β)(Φ_D − Φ_unif) with Φ_unif = Σ_{t<H} γ^t d_tᵀφ, d_0 = μ0, d_{t+1} = d_t·P_unif.
+    gw = world[0]
+    D, P = _data(world, 6, 4)
+    beta, lr = 0.5, 0.3
+    thetas = []
+    reward = LinearReward(gw.features, 6)
+    est = AIHF.ml_irl(_Wrapped(reward), tabular.SoftVI(temperature=beta, env=gw), beta=beta, reward_lr=lr, l2=0.0)
+    est.fit(D, P, iters=1, callback=lambda k, e: thetas.append(reward.theta.detach().numpy().copy()))
+    phi_d = _disc_features(gw, D.episodes()).mean(0)
+    P_unif, d, phi_u = gw.P.mean(1), gw.mu0.copy(), np.zeros(6)
+    for t in range(H):
+        phi_u += GAMMA**t * d @ gw.phi
+        d = d @ P_unif
+    np.testing.assert_allclose(thetas[0], (lr / beta) * (phi_d - phi_u), rtol=1e-10, atol=1e-13)
+    assert est.history_[0]["bt"] == 0.0  # the preference term was never evaluated
+
+
+def test_rlhf_pipeline_reports_a_diverged_reward_model(world):
+    gw = world[0]
+    # Φ(a) = 2e200, Φ(b) = 1e200: the first ascent step (θ = 0.1·½·1e200) overflows both returns to inf, so
+    # R_a − R_b = inf − inf is NaN and so is every later step.
+    a, b = (np.array([1]), np.array([0])), (np.array([0]), np.array([0]))
+    P = PreferenceDataset([a, a], [b, b], np.array([1.0, 1.0]))
+    rew = _Wrapped(LinearReward(lambda o, _: 1e200 * (np.asarray(o, float)[:, None] + 1), 1))
+    with pytest.raises(RuntimeError, match=r"RLHFPipeline\.fit: the reward model diverged"):
+        RLHFPipeline(rew, tabular.SoftVI(env=gw), rl_steps=0).fit(None, P)

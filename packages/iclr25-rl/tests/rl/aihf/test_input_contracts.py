@@ -9,8 +9,10 @@ from iclr25.rl.aihf import (
     LinearReward,
     MLPReward,
     PreferenceDataset,
+    RewardModel,
     RLHFPipeline,
     TrajectoryDataset,
+    fit_bradley_terry,
     synthetic_preferences,
     tabular,
 )
@@ -155,3 +157,78 @@ def test_soft_vi_policy_is_a_copy(data):
     fresh.reset(H, ref=np.full((25, 5), 0.2))
     fresh.policy[:] = 0.0
     assert (fresh.policy == 0.2).all()
+
+
+@pytest.mark.parametrize(
+    ("make", "exc", "match"),
+    [
+        (lambda: LinearReward(lambda o, a: o, 2.5), TypeError, "LinearReward: dim must be an int, got float 2.5"),
+        (lambda: LinearReward(lambda o, a: o, "3"), TypeError, "LinearReward: dim must be an int, got str"),
+        (lambda: MLPReward(2.5, 1), TypeError, "MLPReward: obs_dim must be an int, got float 2.5"),
+        (lambda: MLPReward(2, 1.0), TypeError, "MLPReward: act_dim must be an int, got float 1.0"),
+    ],
+)
+def test_reward_dimensions_must_be_integers(make, exc, match):
+    # int() truncated dim=2.5 to 2 and obs_dim=2.5 to a 2-wide input layer without a word
+    with pytest.raises(exc, match=match):
+        make()
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "exc", "match"),
+    [
+        ({"lr": -0.1}, ValueError, "fit_bradley_terry: lr must be > 0, got -0.1"),
+        ({"l2": -1e-3}, ValueError, "fit_bradley_terry: l2 must be >= 0, got -0.001"),
+        ({"gamma": float("nan")}, ValueError, r"fit_bradley_terry: gamma must be in \[0, 1\], got nan"),
+        ({"max_iter": 2.5}, TypeError, "fit_bradley_terry: max_iter must be an int"),
+        ({"reward": "linear"}, TypeError, "fit_bradley_terry: reward must be a RewardModel, got str"),
+        ({"prefs": []}, TypeError, "fit_bradley_terry: prefs must be a PreferenceDataset, got list"),
+    ],
+)
+def test_fit_bradley_terry_names_a_bad_argument(data, kwargs, exc, match):
+    # A negative lr descended the likelihood and a NaN gamma gave a NaN reward, both silently.
+    gw, _, P = data
+    args = {"reward": LinearReward(gw.features, 6), "prefs": P, "gamma": GAMMA} | kwargs
+    with pytest.raises(exc, match=match):
+        fit_bradley_terry(**args)
+
+
+def test_a_negative_lr_used_to_descend_the_likelihood(data):
+    # the gradient path with lr = -0.1 moved θ against ∇ log-likelihood; now refused, and lr = 0.1 ascends
+    gw, _, P = data
+    rew = _StateLinear(gw)
+    with pytest.raises(ValueError, match="lr must be > 0"):
+        fit_bradley_terry(rew, P, GAMMA, max_iter=5, lr=-0.1)
+    assert not rew.theta.detach().any()  # refused before any step
+    ll = _bt_loglik(gw, P, rew.theta.detach().numpy())
+    fit_bradley_terry(rew, P, GAMMA, l2=0.0, max_iter=5, lr=0.1)
+    assert _bt_loglik(gw, P, rew.theta.detach().numpy()) > ll
+
+
+def test_weights_of_the_wrong_type_raise_type_error(data):
+    # None used to raise ValueError, as a negative weight does
+    gw = data[0]
+    with pytest.raises(TypeError, match="AIHF: w_demo must be 'count' or a float >= 0, got NoneType None"):
+        AIHF(LinearReward(gw.features, 6), tabular.SoftVI(env=gw), w_demo=None)
+    with pytest.raises(TypeError, match="AIHF: w_pref must be 'count' or a float >= 0, got list"):
+        AIHF(LinearReward(gw.features, 6), tabular.SoftVI(env=gw), w_pref=[1.0])
+
+
+class _StateLinear(RewardModel):
+    """θᵀφ(s) through the generic (gradient-ascent) path of fit_bradley_terry."""
+
+    def __init__(self, gw):
+        super().__init__()
+        self.phi = torch.as_tensor(gw.phi)
+        self.theta = torch.nn.Parameter(torch.zeros(gw.phi.shape[1], dtype=torch.float64))
+
+    def forward(self, obs, acts):
+        return self.phi[np.asarray(obs, int)] @ self.theta
+
+
+def _bt_loglik(gw, P, theta):
+    def ret(seg):
+        return GAMMA ** np.arange(len(seg[0])) @ (gw.phi[seg[0]] @ theta)
+
+    d = np.array([ret(a) - ret(b) for a, b in zip(P.seg_a, P.seg_b, strict=True)])
+    return float(np.mean(-P.label * np.logaddexp(0, -d) - (1 - P.label) * np.logaddexp(0, d)))

@@ -1,5 +1,6 @@
 """Edge cases of the fused soft-VI Triton kernel against the reference (TRITON_INTERPRET=1 on CPU)."""
 
+import numpy as np
 import pytest
 import torch
 
@@ -78,3 +79,24 @@ def test_non_integer_iters_is_refused_by_name(backend):
     P = _P(4, 2, torch.float32)
     with pytest.raises(TypeError, match="iters must be an int"):
         batched_soft_vi(P, torch.zeros(1, 4, 2), 0.9, 0.5, 2.5, backend=backend)
+
+
+@pytest.mark.triton
+@pytest.mark.parametrize(
+    ("P", "r", "why"),
+    [
+        (np.zeros((4, 2, 4)), np.zeros((1, 4, 2)), "the kernel needs torch tensors"),
+        (_P(4, 2, torch.float16), torch.zeros(1, 4, 2, dtype=torch.float16), "float32/float64, got torch.float16"),
+        (_P(65, 2, torch.float32), torch.zeros(1, 65, 2), "S <= 64 and A <= 8, got S=65, A=2"),
+        (_P(4, 9, torch.float32), torch.zeros(1, 4, 9), "S <= 64 and A <= 8, got S=4, A=9"),
+    ],
+)
+def test_triton_backend_names_the_limit_it_cannot_meet(P, r, why):
+    with pytest.raises(BackendUnavailableError, match=why):
+        batched_soft_vi(P, r, 0.9, 0.5, 3, backend="triton")
+    if isinstance(r, torch.Tensor) and r.dtype != torch.float16:
+        # auto falls back to the reference, which runs any size: V after 3 backups from 0 with r = 0 is
+        # T·log A·(1 + γ + γ²) in every state, since each backup adds T·log A to a constant V
+        V = batched_soft_vi(P, r, 0.9, 0.5, 3)
+        A = r.shape[2]
+        torch.testing.assert_close(V, torch.full_like(V, 0.5 * np.log(A) * (1 + 0.9 + 0.81)))

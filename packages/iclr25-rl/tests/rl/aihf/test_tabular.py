@@ -88,3 +88,57 @@ def test_triton_kernel_matches_reference():
     ref = batched_soft_vi(P, r, GAMMA, 0.5, 5, backend="reference")
     out = batched_soft_vi(P, r, GAMMA, 0.5, 5, backend="triton")
     assert float((out - ref).abs().max()) < 1e-6
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "exc", "match"),
+    [
+        ({"n": 1}, ValueError, "GridWorld: n must be >= 2, got 1"),
+        ({"n": 3.0}, TypeError, "GridWorld: n must be an int, got float 3.0"),
+        ({"slip": 1.5}, ValueError, r"GridWorld: slip must be in \[0, 1\], got 1.5"),
+        ({"slip": float("nan")}, ValueError, r"GridWorld: slip must be in \[0, 1\], got nan"),
+        ({"n_features": 0}, ValueError, "GridWorld: n_features must be >= 1, got 0"),
+        ({"n_features": 2.5}, TypeError, "GridWorld: n_features must be an int, got float 2.5"),
+    ],
+)
+def test_gridworld_names_a_bad_argument(kwargs, exc, match):
+    # a float n or n_features used to fail inside NumPy ("'float' object cannot be interpreted as an integer")
+    with pytest.raises(exc, match=match):
+        tabular.GridWorld(**kwargs)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"gamma": 1.0}, r"soft_value_iteration: gamma must be in \[0, 1\), got 1.0"),
+        ({"temp": 0.0}, "soft_value_iteration: temp must be > 0, got 0.0"),
+        ({"r": np.zeros((25, 4))}, r"need P \(S, A, S\) and r \(S, A\), got \(25, 5, 25\), \(25, 4\)"),
+    ],
+)
+def test_soft_value_iteration_names_a_bad_argument(gw, kwargs, match):
+    args = {"P": gw.P, "r": np.zeros((25, 5)), "gamma": GAMMA, "temp": 1.0} | kwargs
+    with pytest.raises(ValueError, match=match):
+        tabular.soft_value_iteration(**args)
+
+
+def test_soft_vi_optimizer_names_a_bad_argument(gw):
+    with pytest.raises(ValueError, match=r"SoftVI: gamma must be in \[0, 1\), got 1.0"):
+        tabular.SoftVI(gamma=1.0, env=gw)
+    with pytest.raises(ValueError, match=r"SoftVI: temperature must be > 0, got -1\.0"):
+        tabular.SoftVI(temperature=-1.0, env=gw)
+    with pytest.raises(ValueError, match=r"SoftVI: env is None; pass env=GridWorld\(\.\.\.\)"):
+        tabular.SoftVI().reset(3)
+
+
+@pytest.mark.parametrize(
+    ("P", "r", "kwargs", "exc", "match"),
+    [
+        (np.zeros((2, 1, 2)), torch.zeros(1, 2, 1), {}, TypeError, "P and r must be tensors, got ndarray, Tensor"),
+        (torch.zeros(2, 1, 3), torch.zeros(1, 2, 1), {}, ValueError, r"P must be \(S, A, S\), got \(2, 1, 3\)"),
+        (torch.zeros(2, 1, 2), torch.zeros(1, 2, 1), {"temp": 0.0}, ValueError, "temp must be > 0, got 0.0"),
+    ],
+)
+def test_batched_reference_names_a_bad_argument(P, r, kwargs, exc, match):
+    args = {"gamma": GAMMA, "temp": 1.0, "iters": 3} | kwargs
+    with pytest.raises(exc, match=rf"batched_soft_vi: {match}"):
+        batched_soft_vi_reference(P, r, **args)

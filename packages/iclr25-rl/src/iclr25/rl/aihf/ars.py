@@ -12,6 +12,7 @@ step (HalfCheetah's ``x_velocity`` lives in ``info``, not in the observation).
 from __future__ import annotations
 
 import logging
+import math
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -19,7 +20,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from .data import Segment, TrajectoryDataset
+from .data import Segment, TrajectoryDataset, _check_count
 from .rewards import RewardModel
 
 __all__ = ["ARS", "LinearPolicy"]
@@ -55,10 +56,10 @@ class ARS:
     n_dirs, top : int
         Directions per iteration and how many are kept.
     step, noise : float
-        Step size α and perturbation scale ν.
+        Step size α and perturbation scale ν (finite, > 0).
     seed : int
         Seeds perturbations and environment resets.
-    gamma : float
+    gamma : float in [0, 1]
         Discount of the returns (1 = total return).
     info_keys : tuple of str
         ``info`` entries appended to the recorded observations.
@@ -90,10 +91,19 @@ class ARS:
         info_keys: tuple[str, ...] = ("x_velocity",),
         env_kwargs: dict[str, Any] | None = None,
     ) -> None:
-        if horizon < 1 or n_dirs < 1 or not 1 <= top <= n_dirs:
-            raise ValueError(f"ARS: need horizon >= 1 and 1 <= top <= n_dirs, got {horizon}, {top}, {n_dirs}")
-        if not (step > 0 and noise > 0):
-            raise ValueError(f"ARS: step and noise must be > 0, got {step}, {noise}")
+        # int() would silently truncate a horizon of 10.5 steps to 10
+        _check_count("ARS", "horizon", horizon, 1)
+        _check_count("ARS", "n_dirs", n_dirs, 1)
+        _check_count("ARS", "top", top, 1)
+        if top > n_dirs:
+            raise ValueError(f"ARS: top must be <= n_dirs, got top={top}, n_dirs={n_dirs}")
+        for name, value in (("step", step), ("noise", noise)):
+            # an infinite step or perturbation turns M into inf/NaN and every later action into garbage
+            if not 0 < value < math.inf:
+                raise ValueError(f"ARS: {name} must be a finite float > 0, got {value}")
+        if not 0 <= gamma <= 1:
+            # NaN made every score NaN, so no iteration ever stepped (σ_R > 0 is False), without a word
+            raise ValueError(f"ARS: gamma must be in [0, 1], got {gamma}")
         import gymnasium as gym
 
         # The unwrapped env skips the checker/time-limit wrappers (we cap the horizon ourselves): ~2x faster.
@@ -111,17 +121,28 @@ class ARS:
     def fixed_horizon(self) -> int:
         return self.horizon
 
-    def reset(self, horizon: int, seed: int = 0, ref: LinearPolicy | None = None, temperature: float | None = None):
-        """Zero policy (or a copy of ``ref``) with fresh statistics; ``temperature`` > 0 penalizes ‖a − ref(s)‖²."""
+    def reset(
+        self,
+        horizon: int,
+        seed: int = 0,
+        ref: LinearPolicy | None = None,
+        temperature: float | None = None,
+        from_ref: bool = True,
+    ):
+        """Zero policy (or a copy of ``ref``) with fresh statistics; ``temperature`` > 0 penalizes ‖a − ref(s)‖².
+
+        ``from_ref=False`` starts from the zero policy even when ``ref`` is given, which then only anchors.
+        """
         if horizon != self.horizon:
             raise ValueError(f"ARS: horizon {horizon} != the optimizer's rollout horizon {self.horizon}")
         self._rng = np.random.default_rng(seed)
-        self.M = np.zeros((self.act_dim, self.obs_dim)) if ref is None else ref.M.copy()
+        start = ref if from_ref else None
+        self.M = np.zeros((self.act_dim, self.obs_dim)) if start is None else start.M.copy()
         self._n = 0
         self._sum = np.zeros(self.obs_dim)
         self._sumsq = np.zeros(self.obs_dim)
-        self.mean = np.zeros(self.obs_dim) if ref is None else ref.mean.copy()
-        self.std = np.ones(self.obs_dim) if ref is None else ref.std.copy()
+        self.mean = np.zeros(self.obs_dim) if start is None else start.mean.copy()
+        self.std = np.ones(self.obs_dim) if start is None else start.std.copy()
         self._ref, self._kl = ref, float(temperature or 0.0)
         # Kept so callers can check which policy a run started from (a fair comparison starts both arms alike).
         self.start_policy = self.policy

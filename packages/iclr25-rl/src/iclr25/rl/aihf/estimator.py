@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import logging
 import math
 import numbers
@@ -46,10 +47,23 @@ def fit_bradley_terry(
 
     Maximizes E_P[log σ(R_θ(τ_w) − R_θ(τ_l))] − (l2/2)‖θ‖²: damped Newton for :class:`LinearReward` (the
     problem is concave, so this is the exact MLE to round-off), ``max_iter`` gradient-ascent steps of size ``lr``
-    otherwise.
+    otherwise. Needs ``gamma`` in [0, 1], ``l2 >= 0``, ``lr > 0`` and an int ``max_iter >= 0``.
     """
+    if not isinstance(reward, RewardModel):
+        raise TypeError(f"fit_bradley_terry: reward must be a RewardModel, got {type(reward).__name__}")
+    if not isinstance(prefs, PreferenceDataset):
+        raise TypeError(f"fit_bradley_terry: prefs must be a PreferenceDataset, got {type(prefs).__name__}")
     if len(prefs) == 0:
         raise ValueError("fit_bradley_terry: prefs is empty")
+    # Each of these used to be taken as given: a NaN gamma gave a NaN reward, a negative l2 an unbounded (or
+    # non-concave) objective, and a negative lr descended the likelihood, all without an error.
+    if not 0 <= gamma <= 1:
+        raise ValueError(f"fit_bradley_terry: gamma must be in [0, 1], got {gamma}")
+    if not l2 >= 0:
+        raise ValueError(f"fit_bradley_terry: l2 must be >= 0, got {l2}")
+    if not lr > 0:
+        raise ValueError(f"fit_bradley_terry: lr must be > 0, got {lr}")
+    _check_count("fit_bradley_terry", "max_iter", max_iter, 0)
     y_np = np.asarray(prefs.label, dtype=float)
     if isinstance(reward, LinearReward):
         fa = reward.discounted_features(prefs.seg_a, gamma, "PreferenceDataset.seg_a")
@@ -147,7 +161,9 @@ class AIHF:
         if not isinstance(reward, RewardModel):
             raise TypeError(f"AIHF: reward must be a RewardModel, got {type(reward).__name__}")
         for name, w in (("w_demo", w_demo), ("w_pref", w_pref)):
-            if not ((isinstance(w, str) and w == "count") or (isinstance(w, numbers.Real) and w >= 0)):
+            if not isinstance(w, (str, numbers.Real)):
+                raise TypeError(f"AIHF: {name} must be 'count' or a float >= 0, got {type(w).__name__} {w!r}")
+            if not (w == "count" if isinstance(w, str) else w >= 0):
                 raise ValueError(f"AIHF: {name} must be 'count' or a float >= 0, got {w!r}")
         if not beta > 0:
             raise ValueError(f"AIHF: beta must be > 0, got {beta}")
@@ -378,7 +394,8 @@ class RLHFPipeline:
     rl_steps : int >= 0
         Policy-optimizer steps in the RL stage.
     init_from_sft : bool
-        Start the RL stage at the SFT policy (ARS); the tabular KL-RL is exact and needs no start.
+        Start the RL stage at the SFT policy (ARS; False: at the zero policy, also when the SFT policy is the KL
+        anchor); the tabular KL-RL is exact and needs no start.
     seed : int
 
     Attributes
@@ -427,11 +444,17 @@ class RLHFPipeline:
         horizon = next(iter(D.horizons)) if len(D) else getattr(opt, "fixed_horizon", None)
         horizon = horizon or max(len(o) for o, _ in P.seg_a)
         use_ref = self.sft_ is not None and (self.kl_to_sft > 0 or self.init_from_sft)
+        # ARS starts from the policy it anchors to; without this, init_from_sft=False was ignored whenever
+        # kl_to_sft > 0. Optimizers without a start to choose (the exact tabular one) take no from_ref.
+        start = {}
+        if use_ref and not self.init_from_sft and "from_ref" in inspect.signature(opt.reset).parameters:
+            start = {"from_ref": False}
         opt.reset(
             horizon,
             seed=self.seed,
             ref=self.sft_ if use_ref else None,
             temperature=self.kl_to_sft if self.kl_to_sft > 0 else None,
+            **start,
         )
         opt.improve(self.reward, self.rl_steps)
         self.reward_, self.policy_ = self.reward, opt.policy

@@ -8,7 +8,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from .data import Segment
+from .data import Segment, _check_count
 
 __all__ = ["LinearReward", "MLPReward", "RewardModel"]
 
@@ -71,8 +71,8 @@ class LinearReward(RewardModel):
         super().__init__()
         if not callable(feature_fn):
             raise TypeError(f"LinearReward: feature_fn must be callable, got {type(feature_fn).__name__}")
-        if int(dim) < 1:
-            raise ValueError(f"LinearReward: dim must be >= 1, got {dim}")
+        # int() used to truncate dim=2.5 to 2 (and accept the string "3")
+        _check_count("LinearReward", "dim", dim, 1)
         self.feature_fn, self.dim = feature_fn, int(dim)
         self.theta = nn.Parameter(torch.zeros(self.dim, dtype=dtype))
 
@@ -123,8 +123,9 @@ class MLPReward(RewardModel):
         self, obs_dim: int, act_dim: int, hidden: Sequence[int] = (64, 64), dtype: torch.dtype = torch.float64
     ) -> None:
         super().__init__()
-        if obs_dim < 1 or act_dim < 0:
-            raise ValueError(f"MLPReward: need obs_dim >= 1 and act_dim >= 0, got {obs_dim}, {act_dim}")
+        # int() used to truncate obs_dim=2.5 to a 2-wide input layer
+        _check_count("MLPReward", "obs_dim", obs_dim, 1)
+        _check_count("MLPReward", "act_dim", act_dim, 0)
         self.obs_dim, self.act_dim = int(obs_dim), int(act_dim)
         layers: list[nn.Module] = []
         width = self.obs_dim + self.act_dim

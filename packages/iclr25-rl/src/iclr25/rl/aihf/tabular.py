@@ -47,12 +47,11 @@ class GridWorld:
     n_actions = 5
 
     def __init__(self, n: int = 5, slip: float = 0.1, n_features: int = 6, seed: int = 0) -> None:
-        if n < 2:
-            raise ValueError(f"GridWorld: n must be >= 2, got {n}")
+        # a float n or n_features used to fail deep inside NumPy without naming the argument
+        _check_count("GridWorld", "n", n, 2)
         if not 0.0 <= slip <= 1.0:
             raise ValueError(f"GridWorld: slip must be in [0, 1], got {slip}")
-        if n_features < 1:
-            raise ValueError(f"GridWorld: n_features must be >= 1, got {n_features}")
+        _check_count("GridWorld", "n_features", n_features, 1)
         self.n, self.slip, self.n_features = n, float(slip), n_features
         S, A = n * n, self.n_actions
         self.n_states = S
