@@ -11,8 +11,11 @@ from iclr25.generative.tcm import (
     TruncatedCM,
     TruncatedConsistencyLoss,
     pseudo_huber,
+    sample_truncated_log_student_t,
+    sample_truncated_lognormal,
     train_truncated,
 )
+from iclr25.generative.tcm import losses as tcm_losses
 
 
 class Affine(nn.Module):
@@ -306,3 +309,119 @@ def test_pseudo_huber_float16_keeps_c_and_range():
     out.sum().backward()
     assert torch.isfinite(a.grad).all()
     torch.testing.assert_close(a.grad[1], torch.tensor([1.0, 0.0], dtype=torch.float16))
+
+
+# --- argument checks and edge cases of the losses --------------------------------------------------
+
+
+def test_weighting_one_leaves_the_pseudo_huber_distance_unweighted():
+    """f = a x + b t with shared noise n: f(y_t, t) - f(y_r, r) = (t - r)(a n + b), row by row."""
+    f = Affine(0.7, 0.1).double()
+    x0 = torch.randn(4, 3, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    t = torch.tensor([0.01, 0.5, 2.0, 60.0], dtype=torch.float64)
+    loss = ConsistencyTrainingLoss(ECTSchedule(double_every=1), c=0.5, weighting="one")
+    got = loss(f, x0, 5, generator=torch.Generator().manual_seed(2), t=t)
+    n = torch.randn(4, 3, generator=torch.Generator().manual_seed(2), dtype=torch.float64)
+    ratio = 1 - 2.0**-6  # stage 5 at q = 2
+    dt = t * (1 - ratio) * (1 + 8 * torch.sigmoid(-t))  # r = t - dt stays far above the 1e-6 clip here
+    dist = dt * (0.7 * n + 0.1).norm(dim=1)
+    torch.testing.assert_close(got, (dist**2 + 0.25).sqrt() - 0.5)
+
+
+def test_inv_dt_weight_where_r_is_clipped():
+    """Just above the clip r = 1e-6: Delta_t = t - 1e-6 and, with c = 0, w d = ||a n + b|| exactly."""
+    f = Affine(0.7, 0.1).double()
+    x0 = torch.randn(2, 3, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    t = torch.tensor([2e-6, 3e-6], dtype=torch.float64)
+    got = ConsistencyTrainingLoss(ECTSchedule(), c=0.0)(f, x0, 0, generator=torch.Generator().manual_seed(4), t=t)
+    n = torch.randn(2, 3, generator=torch.Generator().manual_seed(4), dtype=torch.float64)
+    torch.testing.assert_close(got, (0.7 * n + 0.1).norm(dim=1))
+
+
+@pytest.mark.parametrize(
+    ("cls", "kwargs", "exc", "match"),
+    [
+        (ConsistencyTrainingLoss, {"schedule": None}, TypeError, "schedule must be an ECTSchedule, got NoneType"),
+        (TruncatedConsistencyLoss, {"schedule": {"q": 2.0}}, TypeError, "schedule must be an ECTSchedule, got dict"),
+        (ConsistencyTrainingLoss, {"c": -0.1}, ValueError, "c must be >= 0"),
+        (TruncatedConsistencyLoss, {"c": float("nan")}, ValueError, "c must be >= 0"),
+        # c = inf used to pass and gave inf - inf = NaN distances
+        (ConsistencyTrainingLoss, {"c": float("inf")}, ValueError, "c must be >= 0 and finite"),
+        (TruncatedConsistencyLoss, {"c": float("inf")}, ValueError, "c must be >= 0 and finite"),
+        (ConsistencyTrainingLoss, {"t_min": 0.0}, ValueError, "t_min=0.0"),
+        (ConsistencyTrainingLoss, {"t_min": 5.0, "t_max": 1.0}, ValueError, "t_min=5.0, t_max=1.0"),
+        # below the schedule's clip r >= 1e-6, Delta_t = t - r <= 0 and the weight 1/Delta_t turned negative
+        (ConsistencyTrainingLoss, {"t_min": 1e-7}, ValueError, "t_min=1e-07"),
+        # infinite values used to pass here and fail only at the first forward (P_std named "std" there)
+        (ConsistencyTrainingLoss, {"t_max": float("inf")}, ValueError, "t_max=inf"),
+        (ConsistencyTrainingLoss, {"P_std": 0.0}, ValueError, "P_std must be"),
+        (ConsistencyTrainingLoss, {"P_std": float("inf")}, ValueError, "P_std must be a finite float"),
+        (TruncatedConsistencyLoss, {"w_boundary": -0.1}, ValueError, "w_boundary must be >= 0"),
+        (TruncatedConsistencyLoss, {"w_boundary": float("nan")}, ValueError, "w_boundary must be >= 0"),
+        (TruncatedConsistencyLoss, {"t_dist": "normal"}, ValueError, "t_dist must be"),
+        (TruncatedConsistencyLoss, {"df": 0.0}, ValueError, "df=0.0"),
+        (TruncatedConsistencyLoss, {"scale": -0.2}, ValueError, "scale=-0.2"),
+    ],
+)
+def test_loss_constructors_name_the_bad_argument(cls, kwargs, exc, match):
+    with pytest.raises(exc, match=match):
+        cls(**{"schedule": ECTSchedule(), **kwargs})
+
+
+def test_stage1_t_override_must_be_a_tensor_of_usable_levels():
+    stage1, f = ConsistencyTrainingLoss(ECTSchedule()), Affine(0.7, 0.1)
+    x0 = torch.randn(3, 2, generator=torch.Generator().manual_seed(0))
+    with pytest.raises(TypeError, match=r"t expects a torch\.Tensor, got list"):
+        stage1(f, x0, 0, t=[1.0, 2.0, 3.0])
+    # r is clipped to >= 1e-6, so t <= 1e-6 had Delta_t <= 0: a negative weight that rewards
+    # inconsistency, returned without an error; NaN and inf levels gave NaN losses
+    for bad in (0.0, -1.0, 1e-7, float("nan"), float("inf")):
+        with pytest.raises(ValueError, match=r"t must be finite and > 1e-06"):
+            stage1(f, x0, 0, t=torch.tensor([bad, 1.0, 2.0]))
+
+
+def test_stage2_t_override_must_be_a_tensor_of_finite_levels():
+    x0 = torch.randn(3, 2, generator=torch.Generator().manual_seed(0))
+    tcm = TruncatedCM(Affine(0.7, 0.1), Affine(0.5, -0.2).requires_grad_(False), 1.0)
+    stage2 = TruncatedConsistencyLoss(ECTSchedule())
+    with pytest.raises(TypeError, match=r"t expects a torch\.Tensor, got tuple"):
+        stage2(tcm, x0, 0, t=(1.0, 2.0, 3.0))
+    # these used to surface inside the model as "x must be finite", an argument the caller never passed
+    for bad in (float("nan"), float("inf")):
+        with pytest.raises(ValueError, match="t must be finite"):
+            stage2(tcm, x0, 0, t=torch.tensor([bad, 1.0, 2.0]))
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), -float("inf")])
+def test_truncated_samplers_reject_a_non_finite_location(bad):
+    # both interval ends became NaN or infinite and every draw came back NaN, without an error
+    with pytest.raises(ValueError, match="mean must be a finite float"):
+        sample_truncated_lognormal(3, bad, 1.0, 0.1, 80.0)
+    with pytest.raises(ValueError, match="loc must be a finite float"):
+        sample_truncated_log_student_t(3, 0.01, bad, 0.2, 1.0, 80.0)
+
+
+def test_pseudo_huber_rejects_infinite_c():
+    with pytest.raises(ValueError, match="c must be >= 0 and finite"):  # was inf - inf = NaN per row
+        pseudo_huber(torch.ones(2, 2), torch.zeros(2, 2), float("inf"))
+
+
+def test_rng_rewind_restores_the_cuda_generator_too(monkeypatch):
+    """On a CUDA device the dropout masks come from the CUDA generator: it must be rewound as well.
+
+    No GPU is needed: the CUDA RNG calls are replaced by recorders.
+    """
+    saved, restored = torch.tensor([7], dtype=torch.uint8), []
+    monkeypatch.setattr(torch.cuda, "get_rng_state", lambda device: saved)
+    monkeypatch.setattr(torch.cuda, "set_rng_state", lambda state, device: restored.append((state, device)))
+    dev = torch.device("cuda", 0)
+    torch.manual_seed(0)
+    with tcm_losses._same_rng(dev) as rewind:
+        first = torch.rand(3)
+        rewind()
+        again = torch.rand(3)
+    assert torch.equal(first, again)
+    assert len(restored) == 1 and restored[0][0] is saved and restored[0][1] == dev
+    with tcm_losses._same_rng(torch.device("cpu")) as rewind:
+        rewind()
+    assert len(restored) == 1  # a CPU device leaves the CUDA generator alone

@@ -135,3 +135,26 @@ def test_sampling_restores_each_submodule_mode():
     tcm.train()
     consistency_sample(tcm, (3, 2), (80.0,))
     assert tcm.training and tcm.student.training and not tcm.teacher.training
+
+
+def test_truncated_cm_names_bad_student_and_teacher():
+    with pytest.raises(TypeError, match=r"student and teacher must be nn\.Modules, got function and Lin"):
+        TruncatedCM(lambda x, t: x, Lin(2.0).requires_grad_(False), 1.0)
+    with pytest.raises(TypeError, match=r"student and teacher must be nn\.Modules, got Lin and NoneType"):
+        TruncatedCM(Lin(2.0), None, 1.0)
+    net = Lin(2.0)
+    with pytest.raises(ValueError, match="student and teacher must be different modules"):
+        TruncatedCM(net, net, 1.0)
+    assert net.a.requires_grad  # rejected before the teacher would have been frozen
+
+
+def test_sampling_a_plain_function_closed_form():
+    """A consistency function that is no nn.Module: float32 samples, no train/eval switching."""
+    g = torch.Generator().manual_seed(6)
+    z1, z2 = torch.randn(4, 3, generator=g), torch.randn(4, 3, generator=g)
+    want = 0.5 * ((0.5 * 80.0 * z1 + 80.0) + math.sqrt(2.0**2 - 0.002**2) * z2) + 2.0
+    got = consistency_sample(
+        lambda x, t: 0.5 * x + t[:, None], (4, 3), (80.0, 2.0), generator=torch.Generator().manual_seed(6)
+    )
+    assert got.dtype == torch.float32
+    torch.testing.assert_close(got, want)

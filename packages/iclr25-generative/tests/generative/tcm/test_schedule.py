@@ -90,3 +90,10 @@ def test_truncated_samplers_exact_in_the_upper_tail(t_min, t_max):
     cdf = lambda x: (sf(a) - sf(x)) / (sf(a) - sf(b))  # noqa: E731
     assert float(t.max()) < 2 * t_min
     assert stats.kstest(t.log().numpy() / 0.2, cdf).pvalue > 1e-3
+
+
+@pytest.mark.parametrize("k", [-1.0, float("nan"), float("inf")])
+def test_schedule_rejects_bad_k(k):
+    # k = inf used to pass: r was clipped to 1e-6 at every t (Delta_t = t), with no error
+    with pytest.raises(ValueError, match=r"k must be .*>= 0"):
+        ECTSchedule(k=k)

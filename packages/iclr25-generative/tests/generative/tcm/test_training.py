@@ -115,3 +115,9 @@ def test_non_finite_loss_reports_step_and_leaves_model_untouched(stage):
         run()
     after = model.state_dict()
     assert all(torch.equal(after[k], v) for k, v in before.items())
+
+
+def test_train_truncated_rejects_a_plain_model():
+    torch.manual_seed(0)
+    with pytest.raises(TypeError, match="tcm must be a TruncatedCM, got EDMPrecond"):
+        train_truncated(_net(), _data(), 1, TruncatedConsistencyLoss(ECTSchedule()), batch_size=8)

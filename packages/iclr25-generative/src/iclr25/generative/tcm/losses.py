@@ -18,7 +18,7 @@ from iclr25.generative.diffusion._checks import bcast, check_finite, check_float
 from iclr25.generative.diffusion.precond import edm_coefficients
 
 from .model import TruncatedCM
-from .schedule import ECTSchedule
+from .schedule import R_MIN, ECTSchedule
 
 __all__ = [
     "ConsistencyTrainingLoss",
@@ -40,8 +40,8 @@ def pseudo_huber(a: torch.Tensor, b: torch.Tensor, c: float = 1e-8) -> torch.Ten
     check_float("b", b)
     if a.shape != b.shape:
         raise ValueError(f"a and b must have the same shape (B, ...), got {tuple(a.shape)} and {tuple(b.shape)}")
-    if not c >= 0:
-        raise ValueError(f"c must be >= 0, got {c}")
+    if not 0 <= c < math.inf:  # c = inf gave inf - inf = NaN for every row
+        raise ValueError(f"c must be >= 0 and finite, got {c}")
     # explicit width: reshape(0, -1) is ambiguous and raised on an empty batch. At least float32:
     # in float16 c^2 = 1e-16 underflows to 0 (equal rows then get a NaN gradient) and the squared
     # sum overflows past 65504.
@@ -55,11 +55,14 @@ def _uniform(n: int, generator: torch.Generator | None, device: torch.device) ->
     return torch.rand(n, generator=generator, device=gen_dev, dtype=torch.float64).cpu().numpy()
 
 
-def _check_truncation(n: Any, t_min: float, t_max: float, **positive: float) -> None:
+def _check_truncation(n: Any, t_min: float, t_max: float, location: tuple[str, float], **positive: float) -> None:
     if isinstance(n, bool) or not isinstance(n, numbers.Integral) or n < 0:
         raise ValueError(f"n must be an int >= 0, got {n!r}")
     if not 0 < t_min < t_max < math.inf:
         raise ValueError(f"need 0 < t_min < t_max < inf, got t_min={t_min}, t_max={t_max}")
+    # a NaN or infinite location made both interval ends NaN, and every draw NaN without an error
+    if not math.isfinite(location[1]):
+        raise ValueError(f"{location[0]} must be a finite float, got {location[1]}")
     for name, v in positive.items():
         if not 0 < v < math.inf:
             raise ValueError(f"{name} must be a finite float > 0, got {v}")
@@ -86,7 +89,7 @@ def sample_truncated_lognormal(
     n: int, mean: float, std: float, t_min: float, t_max: float, generator: torch.Generator | None = None
 ) -> torch.Tensor:
     """(n,) float64 t with ln t ~ N(mean, std^2) truncated to [ln t_min, ln t_max] (exact inverse CDF)."""
-    _check_truncation(n, t_min, t_max, std=std)
+    _check_truncation(n, t_min, t_max, ("mean", mean), std=std)
     lo, hi = (math.log(t_min) - mean) / std, (math.log(t_max) - mean) / std
     u = _uniform(n, generator, torch.device("cpu"))
     z = _mirrored_inverse_cdf(special.ndtr, special.ndtri, lo, hi, u)
@@ -101,7 +104,7 @@ def sample_truncated_log_student_t(
     Drawn exactly by inverse-CDF on the truncated interval (the same law as rejection sampling, and
     never clamping: with df = 0.01 almost all untruncated mass lies far outside the interval).
     """
-    _check_truncation(n, t_min, t_max, df=df, scale=scale)
+    _check_truncation(n, t_min, t_max, ("loc", loc), df=df, scale=scale)
     lo, hi = (math.log(t_min) - loc) / scale, (math.log(t_max) - loc) / scale
     u = _uniform(n, generator, torch.device("cpu"))
     z = _mirrored_inverse_cdf(lambda x: special.stdtr(df, x), lambda p: special.stdtrit(df, p), lo, hi, u)
@@ -136,8 +139,8 @@ def _weight(kind: str, t: torch.Tensor, dt: torch.Tensor, sigma_data: float) -> 
 def _check_common(schedule: Any, c: float, weighting: str) -> None:
     if not isinstance(schedule, ECTSchedule):
         raise TypeError(f"schedule must be an ECTSchedule, got {type(schedule).__name__}")
-    if not c >= 0:
-        raise ValueError(f"c must be >= 0, got {c}")
+    if not 0 <= c < math.inf:
+        raise ValueError(f"c must be >= 0 and finite, got {c}")
     if weighting not in WEIGHTINGS:
         raise ValueError(f"weighting must be one of {WEIGHTINGS}, got {weighting!r}")
 
@@ -147,14 +150,22 @@ def _check_x0(x0: Any) -> torch.Tensor:
     return check_finite("x0", x0)
 
 
-def _check_override(name: str, v: Any, batch: int, dtype: torch.dtype | None = None) -> None:
-    """The ``t``/``boundary`` overrides of the losses: (B,) tensors (``boundary``: bool)."""
+def _check_override(
+    name: str, v: Any, batch: int, dtype: torch.dtype | None = None, above: float | None = None
+) -> None:
+    """The ``t``/``boundary`` overrides of the losses: (B,) tensors (``boundary``: bool).
+
+    ``above``: the values must be finite and > ``above``.
+    """
     if not isinstance(v, torch.Tensor):
         raise TypeError(f"{name} expects a torch.Tensor, got {type(v).__name__}")
     if tuple(v.shape) != (batch,):
         raise ValueError(f"{name} must have shape ({batch},) (one per x0 row), got {tuple(v.shape)}")
     if dtype is not None and v.dtype != dtype:
         raise TypeError(f"{name} expects dtype {dtype}, got {v.dtype}")
+    if above is not None and v.numel() and not bool((torch.isfinite(v) & (v > above)).all()):
+        bound = f" and > {above}" if above > -math.inf else ""
+        raise ValueError(f"{name} must be finite{bound}, got min {float(v.min())}, max {float(v.max())}")
 
 
 def _pair_loss(
@@ -190,7 +201,7 @@ class ConsistencyTrainingLoss(nn.Module):
     ----------
     schedule: the :class:`ECTSchedule`.
     P_mean, P_std: log-normal of t (CIFAR-10: -1.1, 2.0).
-    t_min, t_max: eps = 0.002 and T = 80.
+    t_min, t_max: eps = 0.002 and T = 80 (t_min must exceed 1e-6, the floor of r).
     c: pseudo-Huber constant (1e-8 = L2 norm, CIFAR-10; 0.06 ImageNet 64).
     weighting: ``"inv_dt"`` (default), ``"cout_sq"`` or ``"one"``.
     sigma_data: for ``"cout_sq"``.
@@ -209,10 +220,12 @@ class ConsistencyTrainingLoss(nn.Module):
     ) -> None:
         super().__init__()
         _check_common(schedule, c, weighting)
-        if not 0 < t_min < t_max:
-            raise ValueError(f"need 0 < t_min < t_max, got t_min={t_min}, t_max={t_max}")
-        if not P_std > 0:
-            raise ValueError(f"P_std must be > 0, got {P_std}")
+        # r is clipped to >= R_MIN, so levels t <= R_MIN would get Delta_t <= 0; infinite values were
+        # accepted here and only failed at the first forward (P_std reported there as "std")
+        if not R_MIN < t_min < t_max < math.inf:
+            raise ValueError(f"need {R_MIN} < t_min < t_max < inf, got t_min={t_min}, t_max={t_max}")
+        if not 0 < P_std < math.inf:
+            raise ValueError(f"P_std must be a finite float > 0, got {P_std}")
         if not math.isfinite(P_mean):  # a NaN mean made every t NaN: a "non-finite loss" at step 0
             raise ValueError(f"P_mean must be a finite float, got {P_mean}")
         self.schedule, self.P_mean, self.P_std = schedule, float(P_mean), float(P_std)
@@ -238,7 +251,9 @@ class ConsistencyTrainingLoss(nn.Module):
         x0 = _check_x0(x0)
         if t is None:
             t = self.sample_t(x0.shape[0], generator)
-        _check_override("t", t, x0.shape[0])
+        # r is clipped to >= R_MIN, so a level t <= R_MIN has Delta_t <= 0: a negative or infinite
+        # weight, i.e. a loss that rewards inconsistency instead of an error
+        _check_override("t", t, x0.shape[0], above=R_MIN)
         # late stages shrink Delta_t to ~0.1% of t: in float16/bfloat16 r rounds onto t and 1/Delta_t is
         # inf, so t, r and the weight are formed in at least float32 (the network still sees x0's dtype)
         t = t.to(x0.device, compute_dtype(x0))
@@ -349,7 +364,9 @@ class TruncatedConsistencyLoss(nn.Module):
             if boundary is not None:
                 raise ValueError("boundary is only used together with t (pass both, or neither)")
             t, boundary = self.sample_t(x0.shape[0], generator)
-        _check_override("t", t, x0.shape[0])
+        # t is clamped to >= t' below, so only NaN/inf levels are unusable; they used to be reported by
+        # the model as a non-finite "x"
+        _check_override("t", t, x0.shape[0], above=-math.inf)
         if boundary is None:
             boundary = t <= self.t_prime
         _check_override("boundary", boundary, x0.shape[0], torch.bool)

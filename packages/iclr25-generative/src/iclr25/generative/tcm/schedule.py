@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import numbers
 
 import torch
@@ -32,8 +33,8 @@ class ECTSchedule:
             raise ValueError(f"double_every must be an int >= 1, got {double_every!r}")
         if not 0 < ratio_limit < 1:
             raise ValueError(f"ratio_limit must be in (0, 1), got {ratio_limit}")
-        if not k >= 0:
-            raise ValueError(f"k must be >= 0, got {k}")
+        if not 0 <= k < math.inf:  # k = inf clipped r to 1e-6 at every t: Delta_t = t, no error
+            raise ValueError(f"k must be a finite float >= 0, got {k}")
         self.q, self.double_every, self.ratio_limit, self.k = float(q), double_every, float(ratio_limit), float(k)
 
     def stage(self, step: int) -> int:
