@@ -322,3 +322,34 @@ def test_explicit_taps_work_on_other_depths():
     y = net.base.g_a(torch.rand(1, 3, 16, 16))
     assert y.shape == (1, 4, 4, 4)
     assert net.base.g_s(y).shape == (1, 3, 16, 16)
+
+
+def test_taps_after_gdn_with_explicit_channels_follow_the_shortcut_chain():
+    # Taps on the GDNs (1, 3, 5) and the last conv (6): no dry-run channels, so they are given.
+    torch.manual_seed(0)
+    net = attach_auxt(cm.FactorizedPrior(16, 24), enc_taps=[1, 3, 5, 6], channels=[3, 16, 16, 16, 24]).eval()
+    assert net.enc_channels == [3, 16, 16, 16, 24] and net.dec_channels == [24, 16, 16, 16, 3]
+    w = list(net.base.g_a.shortcuts)
+    assert [(m.in_channels, m.out_channels) for m in w] == [(3, 16), (16, 16), (16, 16), (16, 24)]
+    g = list(net.base.g_a.transform)
+    x = torch.rand(1, 3, 32, 32, generator=torch.Generator().manual_seed(8))
+    with torch.no_grad():
+        # The chain written out: a_k = WLS_k(a_{k-1}), added after layers 1, 3, 5 and 6.
+        a1 = w[0](x)
+        a2 = w[1](a1)
+        a3 = w[2](a2)
+        a4 = w[3](a3)
+        h = g[1](g[0](x)) + a1
+        h = g[3](g[2](h)) + a2
+        h = g[5](g[4](h)) + a3
+        expect = g[6](h) + a4
+        torch.testing.assert_close(net.base.g_a(x), expect, atol=1e-6, rtol=0)
+
+
+def test_update_with_a_scale_table_builds_one_cdf_per_scale():
+    net = attach_auxt(cm.MeanScaleHyperprior(16, 24)).eval()
+    table = torch.tensor([0.2, 0.5, 1.0, 3.0])
+    assert net.update(scale_table=table, force=True)
+    gc = net.base.gaussian_conditional
+    assert torch.equal(gc.scale_table, table)
+    assert gc._quantized_cdf.shape[0] == gc._offset.numel() == 4

@@ -127,3 +127,19 @@ def test_bad_construction_raises():
     for folded in (False, True):
         with pytest.raises(ValueError, match="even"):
             WLS(3, 4, folded=folded)(torch.zeros(1, 3, 4, 5))
+
+
+def test_ortho_loss_rejects_bad_weights():
+    """A list raised ValueError and an integer matrix a RuntimeError from inside torch's mean()."""
+    with pytest.raises(TypeError, match=r"weight must be a floating-point torch\.Tensor, got list"):
+        ortho_loss([[1.0, 0.0], [0.0, 1.0]])
+    with pytest.raises(TypeError, match=r"weight must be a floating-point torch\.Tensor, got dtype torch\.int64"):
+        ortho_loss(torch.eye(3, dtype=torch.int64))
+    with pytest.raises(ValueError, match=r"weight must be a 2-D \(out, in\) tensor, got shape \(2, 3, 3\)"):
+        ortho_loss(torch.zeros(2, 3, 3))
+
+
+def test_reprs_show_sizes_and_folding():
+    assert repr(OLP(3, 4)) == "OLP(3, 4)"
+    assert repr(WLS(3, 4, folded=True)).startswith("WLS(\n  3, 4, folded=True\n  (olp): OLP(12, 4)")
+    assert repr(InverseWLS(4, 3)).startswith("InverseWLS(\n  4, 3, folded=False\n  (olp): OLP(4, 12)")

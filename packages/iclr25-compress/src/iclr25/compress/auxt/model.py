@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import math
+import numbers
 import struct
 import zlib
 from collections.abc import Sequence
@@ -27,6 +28,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .haar import _check_map
 from .shortcuts import WLS, InverseWLS
 
 __all__ = [
@@ -84,6 +86,12 @@ class AuxTransform(nn.Module):
             h = layer(h)
             if k < len(self.taps) and i == self.taps[k]:
                 a = self.shortcuts[k](a)
+                # A one-channel (or 1×1) shortcut would broadcast into h and pass unnoticed.
+                if a.shape != h.shape:
+                    raise ValueError(
+                        f"shortcut {k} gives {tuple(a.shape)} but layer {i} gives {tuple(h.shape)}: "
+                        "the taps or the shortcuts' channels do not fit the transform"
+                    )
                 h = h + a
                 k += 1
         return h
@@ -109,6 +117,8 @@ def find_taps(transform: nn.Sequential, x: torch.Tensor, kind: str = "down") -> 
         raise ValueError(f"kind must be 'down' or 'up', got {kind!r}")
     if not isinstance(transform, nn.Sequential):
         raise TypeError(f"transform must be an nn.Sequential, got {type(transform).__name__}")
+    # Conv layers also accept an unbatched (C, H, W) probe, whose shape[1] is H, not the channels.
+    _check_map(x, "x")
     found = []
     h = x
     with torch.no_grad():
@@ -192,7 +202,8 @@ class AuxTModel(nn.Module):
     folded:
         Train each shortcut as one stride-2 (transposed) convolution.
     probe_size:
-        Side of the square probe image used by the dry run.
+        Side of the square probe image used by the dry run: a power of two (or any size the
+        downsampling divides exactly) large enough that the latents come out at least 2 pixels wide.
 
     Attributes
     ----------
@@ -212,15 +223,23 @@ class AuxTModel(nn.Module):
         probe_size: int = 128,
     ) -> None:
         super().__init__()
+        # Checked before the nn.Sequential test, which an attached AuxTransform would fail first.
+        if isinstance(getattr(base, "g_a", None), AuxTransform) or isinstance(getattr(base, "g_s", None), AuxTransform):
+            raise ValueError("base already has AuxT attached")
         for attr in ("g_a", "g_s"):
             mod = getattr(base, attr, None)
             if not isinstance(mod, nn.Sequential):
                 got = type(mod).__name__ if mod is not None else "nothing"
                 raise TypeError(f"base.{attr} must be an nn.Sequential, got {got}")
-        if isinstance(base.g_a, AuxTransform) or isinstance(base.g_s, AuxTransform):
-            raise ValueError("base already has AuxT attached")
-        if not (isinstance(w_orth, (int, float)) and w_orth >= 0):
-            raise ValueError(f"w_orth must be a non-negative float, got {w_orth!r}")
+        if not isinstance(w_orth, numbers.Real) or isinstance(w_orth, bool):
+            raise TypeError(f"w_orth must be a non-negative float, got {type(w_orth).__name__}")
+        # An infinite weight turns the loss into inf (or NaN where the penalty is 0).
+        if not (math.isfinite(w_orth) and w_orth >= 0):
+            raise ValueError(f"w_orth must be a finite non-negative float, got {w_orth!r}")
+        if not isinstance(probe_size, int) or isinstance(probe_size, bool):
+            raise TypeError(f"probe_size must be an int, got {type(probe_size).__name__}")
+        if probe_size < 1:
+            raise ValueError(f"probe_size must be positive, got {probe_size}")
         self.w_orth = float(w_orth)
         param = next(base.parameters())
         probe = torch.zeros(1, 3, probe_size, probe_size, device=param.device, dtype=param.dtype)
@@ -231,13 +250,21 @@ class AuxTModel(nn.Module):
             with torch.no_grad():
                 y = base.g_a(probe)
             up = find_taps(base.g_s, y, "up")
-            extra = 1
+            extra, z = 1, None
             if isinstance(getattr(base, "h_a", None), nn.Module):
                 with torch.no_grad():
                     z = base.h_a(y)
-                extra = y.shape[-1] // z.shape[-1]
+                extra = _exact_factor(y.shape[-1], z.shape[-1])
+            factor = _exact_factor(probe_size, y.shape[-1])
         finally:
             base.train(was_training)  # a failed dry run must not leave the user's model in eval mode
+        if factor is None or extra is None:
+            hyper = f" and a {z.shape[-1]}-pixel wide hyper-latent" if z is not None else ""
+            raise ValueError(
+                f"probe_size={probe_size} cannot measure the model's downsampling: the dry run gave a "
+                f"{y.shape[-1]}-pixel wide latent{hyper}; pass a larger power of two so that every "
+                "latent is at least 2 pixels wide"
+            )
 
         enc_idx = self._pick("g_a", enc_taps, down, len(base.g_a))
         dec_idx = self._pick("g_s", dec_taps, up, len(base.g_s))
@@ -273,7 +300,7 @@ class AuxTModel(nn.Module):
         self.enc_channels, self.dec_channels = channels, dec_channels
         base.g_a, base.g_s = g_a, g_s
         # Every downsampling layer of g_a counts, not only the tapped ones (explicit taps may be fewer).
-        self.multiple = (probe_size // y.shape[-1]) * extra
+        self.multiple = factor * extra
         log.info("AuxT taps g_a=%s g_s=%s channels=%s / %s", enc_idx, dec_idx, channels, dec_channels)
 
     @staticmethod
@@ -371,6 +398,8 @@ class AuxTModel(nn.Module):
                 row.append(data)
                 sizes.add(hw)
             payload.append(row)
+        if not sizes:
+            raise ValueError("strings must hold at least one byte string")
         if len(sizes) != 1:
             raise ValueError(f"strings disagree on the image size: {sorted(sizes)}")
         (h, w) = sizes.pop()
@@ -393,6 +422,20 @@ def _fit_coder_buffers(model: nn.Module, state_dict: Any) -> None:
             incoming = state_dict.get(f"{name}.{buf_name}") if buf_name in _CODER_BUFFERS else None
             if isinstance(incoming, torch.Tensor) and incoming.shape != buf.shape:
                 buf.resize_(incoming.shape)
+
+
+def _exact_factor(n_in: int, n_out: int) -> int | None:
+    """``n_in / n_out`` when it is a power of two and ``n_out ≥ 2``, else ``None``.
+
+    Each halving layer maps ``n`` to ``ceil(n/2)`` or ``floor(n/2)``; once a size reaches 1 more
+    halvings leave it at 1 (so 16 -> 1 cannot tell 4 halvings from 6), and a size that is not
+    a power of two can round (96 -> 2 after 6 halvings looks like a factor of 48). With
+    ``n_out ≥ 2`` and an exact power-of-two ratio ``2^j``, the number of halvings is ``j``.
+    """
+    f, rem = divmod(n_in, n_out)
+    if n_out < 2 or rem or f & (f - 1):
+        return None
+    return f
 
 
 def _crc(data: bytes, h: int, w: int) -> int:

@@ -43,10 +43,19 @@ def ortho_loss(weight: torch.Tensor) -> torch.Tensor:
     -------
     torch.Tensor
         Scalar, zero exactly when ``W`` is (semi-)orthogonal.
+
+    Raises
+    ------
+    TypeError
+        ``weight`` is not a floating-point tensor.
+    ValueError
+        ``weight`` is not 2-D.
     """
-    if not isinstance(weight, torch.Tensor) or weight.dim() != 2:
-        got = tuple(weight.shape) if isinstance(weight, torch.Tensor) else type(weight).__name__
-        raise ValueError(f"weight must be a 2-D (out, in) tensor, got {got}")
+    if not isinstance(weight, torch.Tensor) or not weight.is_floating_point():
+        got = f"dtype {weight.dtype}" if isinstance(weight, torch.Tensor) else type(weight).__name__
+        raise TypeError(f"weight must be a floating-point torch.Tensor, got {got}")
+    if weight.dim() != 2:
+        raise ValueError(f"weight must be a 2-D (out, in) tensor, got shape {tuple(weight.shape)}")
     out_f, in_f = weight.shape
     gram = weight @ weight.T if in_f >= out_f else weight.T @ weight
     eye = torch.eye(gram.shape[0], device=weight.device, dtype=weight.dtype)
