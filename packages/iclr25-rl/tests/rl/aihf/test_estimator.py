@@ -261,6 +261,23 @@ def test_rlhf_pipeline_stages(world):
     np.testing.assert_allclose(pipe.policy_, pi, rtol=0, atol=tol)
 
 
+def test_rlhf_pipeline_rl_horizon_is_the_longest_episode(world):
+    gw, _, expert, _, _ = world
+    rng = np.random.default_rng(5)
+    uniform = np.full((25, 5), 0.2)
+    short, long = gw.rollouts(uniform, 4, 5, 1), gw.rollouts(uniform, 4, 8, 2)
+    P = PreferenceDataset(short, long, rng.uniform(size=4))
+    # no demonstrations: the longer side of the pairs, as AIHF takes (it used to look at seg_a only: 5)
+    pipe = RLHFPipeline(LinearReward(gw.features, 6), tabular.SoftVI(env=gw), rl_steps=0).fit(None, P)
+    assert pipe.policy_optimizer.horizon == 8
+    # mixed demonstration lengths: the longest one, whatever the set's iteration order
+    D = TrajectoryDataset.from_rollouts(gw.rollouts(expert, 3, 7, 3) + gw.rollouts(expert, 3, 3, 4))
+    assert D.horizons == {3, 7}
+    pipe = RLHFPipeline(LinearReward(gw.features, 6), tabular.SoftVI(env=gw), rl_steps=0).fit(D, P)
+    assert pipe.policy_optimizer.horizon == 7
+    assert len(pipe.policy_optimizer.rollouts(1)[0][0]) == 7
+
+
 def test_rlhf_pipeline_bad_input(world):
     gw = world[0]
     D, _ = _data(world, 2, 0)

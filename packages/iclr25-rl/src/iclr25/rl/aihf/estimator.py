@@ -428,6 +428,20 @@ class RLHFPipeline:
         self.reward, self.policy_optimizer, self.kl_to_sft, self.l2 = reward, policy_optimizer, kl_to_sft, l2
         self.rl_steps, self.init_from_sft, self.seed = int(rl_steps), init_from_sft, int(seed)
 
+    def _rl_horizon(self, D: TrajectoryDataset, P: PreferenceDataset) -> int:
+        """The RL stage's horizon: the optimizer's own rollout horizon when it has one, else the longest episode.
+
+        SFT clones actions step by step, so it needs no shared horizon (AIHF's demonstration gradient does).
+        Taking the longest length (demonstrations, else either side of the preference pairs) makes the choice
+        deterministic for mixed lengths and agrees with AIHF for preferences only.
+        """
+        fixed = getattr(self.policy_optimizer, "fixed_horizon", None)
+        if fixed is not None:
+            return fixed
+        if len(D):
+            return max(D.horizons)
+        return max(len(o) for o, _ in list(P.seg_a) + list(P.seg_b))
+
     def fit(self, D: TrajectoryDataset | None, P: PreferenceDataset) -> RLHFPipeline:
         """SFT on ``D`` (if any), reward MLE on ``P``, then RL; returns self."""
         opt = self.policy_optimizer
@@ -441,8 +455,7 @@ class RLHFPipeline:
         _check_actions(opt, D, P)
         self.sft_ = opt.behavior_clone(D) if len(D) else None
         fit_bradley_terry(self.reward, P, opt.gamma, self.l2)
-        horizon = next(iter(D.horizons)) if len(D) else getattr(opt, "fixed_horizon", None)
-        horizon = horizon or max(len(o) for o, _ in P.seg_a)
+        horizon = self._rl_horizon(D, P)
         use_ref = self.sft_ is not None and (self.kl_to_sft > 0 or self.init_from_sft)
         # ARS starts from the policy it anchors to; without this, init_from_sft=False was ignored whenever
         # kl_to_sft > 0. Optimizers without a start to choose (the exact tabular one) take no from_ref.
