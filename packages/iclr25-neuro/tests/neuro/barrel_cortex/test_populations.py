@@ -175,3 +175,19 @@ def test_input_layers_use_xavier_init():
         assert layer.weight.abs().max() <= bound and layer.weight.abs().max() > 0.9 * bound
     default = 1 / 200**0.5  # the thalamic Linear(200, 200) keeps PyTorch's default bound
     assert model.fc_thalamus.weight.abs().max() <= default
+
+
+@pytest.mark.parametrize("seed", [1.5, True, "0", None])
+def test_seed_must_be_an_int(seed):
+    with pytest.raises(ValueError, match="seed must be an int"):
+        ConnectivitySpec([3, 2], ["E", "I"], np.ones((2, 2)), np.ones(2), n_input=4, seed=seed)
+    with pytest.raises(ValueError, match="seed must be an int"):
+        BarrelCortexRSNN(scale=0.05, seed=seed)
+
+
+def test_numpy_int_seed_gives_the_masks_of_the_same_python_int():
+    a = ConnectivitySpec.barrel(scale=0.05, seed=np.int64(3))
+    b = ConnectivitySpec.barrel(scale=0.05, seed=3)
+    assert type(a.seed) is int and a.seed == 3
+    for ma, mb in zip(a.masks(), b.masks(), strict=True):
+        assert torch.equal(ma, mb)

@@ -131,6 +131,9 @@ class ConnectivitySpec:
             raise ValueError(f"kinds must be {n_pop} entries 'E' or 'I', got {kinds}")
         if not isinstance(scale, numbers.Real) or isinstance(scale, bool) or not scale > 0 or not math.isfinite(scale):
             raise ValueError(f"scale must be a float > 0, got {scale!r}")
+        # int() would silently turn seed=1.5 into the masks of seed 1
+        if not isinstance(seed, numbers.Integral) or isinstance(seed, bool):
+            raise ValueError(f"seed must be an int, got {seed!r}")
         is_e = np.array([k == "E" for k in kinds])
         if isinstance(p_recurrent, tuple):
             p_e, p_i = (np.asarray(p, dtype=np.float64) for p in p_recurrent)
