@@ -196,6 +196,18 @@ def test_match_loss():
     assert m(x0[:0], x0[:0]).shape == (0,)
 
 
+def test_match_loss_checks_connectivity():
+    with pytest.raises(ValueError, match="connectivity must be 4 or 8, got 6"):
+        TopoMatchLoss(connectivity=6)
+    # 8-connected, the diagonal pair is one component: the prediction matches a one-component
+    # target exactly (loss 0); 4-connected it is two, and the extra dot (birth 1, death -1) is
+    # pushed to the diagonal at cost (1 - (-1))^2 = 4
+    diag = torch.tensor([[1.0, -1.0], [-1.0, 1.0]])[None, None]
+    one = torch.tensor([[1.0, 1.0], [-1.0, -1.0]])[None, None]
+    assert TopoMatchLoss(connectivity=8)(diag, one).tolist() == [0.0]
+    assert TopoMatchLoss(connectivity=4)(diag, one).tolist() == [4.0]
+
+
 @pytest.mark.parametrize(("backend", "conn"), [("cripser", 4), ("gudhi", 4), ("gudhi", 8)])
 def test_count_loss_is_the_same_with_every_backend(backend, conn):
     # distinct pixel values make every critical pixel unique, so each backend must give the same

@@ -139,6 +139,12 @@ def test_batch_bad_input_and_empty():
         superlevel_persistence_batch([[[0.0]]])
 
 
+def test_batch_refuses_images_without_pixels():
+    for shape in ((2, 0, 3), (2, 3, 0), (2, 1, 0, 3)):
+        with pytest.raises(ValueError, match="imgs must have at least one pixel"):
+            superlevel_persistence_batch(np.zeros(shape))
+
+
 def _ring(size, cy, cx, r_out, r_in):
     yy, xx = np.mgrid[:size, :size]
     d2 = (yy - cy) ** 2 + (xx - cx) ** 2
@@ -267,3 +273,27 @@ def test_library_critical_pixels_match_union_find(backend, conn):
             # distinct pixel values: the critical pixels are unique, so both must name the same ones
             key = lambda d: sorted(map(tuple, np.concatenate([d.birth_idx, d.death_idx], 1).tolist()))  # noqa: E731
             assert key(theirs) == key(ours)
+
+
+@pytest.mark.parametrize(("backend", "conn"), [("unionfind", 4), ("cripser", 4), ("gudhi", 4), ("gudhi", 8)])
+def test_single_peak_has_one_essential_dot_and_no_holes(backend, conn):
+    # every superlevel set of an image with one local maximum below is a digital disc or a run of
+    # a row: one component, no hole. So dim 0 is the essential dot (max, min) alone and dim 1 is
+    # empty; the same for a constant image and a single pixel. The libraries return no finite
+    # pair here for the thin images, and cripser used to return one essential dot per pixel of a
+    # 1-pixel-wide image (five components for the row below).
+    if backend != "unionfind":
+        pytest.importorskip(backend, reason=f"{backend} not installed (extra iclr25-generative[topo])")
+    yy, xx = np.mgrid[:5, :7]
+    row = np.array([[0.0, 1.0, 3.0, 2.0, 1.0]])
+    peaks = [(-((yy - 2.0) ** 2 + (xx - 3.0) ** 2), [2, 3]), (row, [0, 2]), (row.T, [2, 0])]
+    flat = [np.full((5, 7), 0.25), np.array([[0.7]])]
+    for img, top in [*peaks, *((f, None) for f in flat)]:
+        d0 = superlevel_persistence(img, dim=0, connectivity=conn, backend=backend)
+        assert d0.essential.tolist() == [True], img.shape
+        assert d0.birth.tolist() == [img.max()] and d0.death.tolist() == [img.min()]
+        assert img[tuple(d0.birth_idx[0])] == img.max() and img[tuple(d0.death_idx[0])] == img.min()
+        if top is not None:
+            assert d0.birth_idx.tolist() == [top]
+        d1 = superlevel_persistence(img, dim=1, connectivity=conn, backend=backend)
+        assert len(d1) == 0 and d1.birth_idx.shape == (0, 2)

@@ -1,5 +1,8 @@
 """TopoDiffusionTrainer: training step, bad counts, sampling shapes; count_accuracy."""
 
+import math
+
+import numpy as np
 import pytest
 import torch
 
@@ -152,3 +155,52 @@ def test_labels_and_sampling_are_conditioned_on_the_counts():
     x = tr.sample(c, steps=4, generator=torch.Generator().manual_seed(0), size=6)
     assert x.shape == (3, 1, 6, 6) and len(net.labels) == 4
     assert all(torch.equal(lab, tr.labels(c)) for lab in net.labels)
+
+
+def test_sample_checks_size():
+    tr = TopoDiffusionTrainer(_LinearEps(), VPSchedule("cosine", T=1000), max_count=3)
+    with pytest.raises(ValueError, match=r"size must be given when unet\.sample_size is not set"):
+        tr.sample(torch.tensor([1]), steps=2)
+    tr = _trainer()  # a UNet with sample_size = 8
+    # `size or sample_size` turned an explicit size=0 into 8x8 samples
+    for bad in (0, -3):
+        with pytest.raises(ValueError, match="size must be >= 1"):
+            tr.sample(torch.tensor([1]), steps=2, size=bad)
+    for bad in (6.0, True):
+        with pytest.raises(TypeError, match="size must be an int"):
+            tr.sample(torch.tensor([1]), steps=2, size=bad)
+    g = torch.Generator().manual_seed(0)
+    assert tr.sample(torch.tensor([1, 2]), steps=2, generator=g, size=np.int64(4)).shape == (2, 1, 4, 4)
+
+
+def test_loss_without_any_image_below_t_max_is_the_simple_loss():
+    # with t_max_frac = 0.01 only t < 10 gets the topology term; none of these 4 draws is below 10,
+    # so the loss is L_simple alone and the recorded topology loss is NaN (no image had it)
+    sched = VPSchedule("cosine", T=1000)
+    tr = TopoDiffusionTrainer(_LinearEps(), sched, max_count=3, lam=1.0, t_max_frac=0.01)
+    masks, counts = disk_masks(4, size=8, counts=(1, 2), radius=(1.0, 1.5), seed=0)
+    x0 = masks * 2 - 1
+    got = tr.loss(x0, counts, torch.Generator().manual_seed(0))
+    g = torch.Generator().manual_seed(0)
+    t = torch.randint(0, 1000, (4,), generator=g)
+    assert (t >= 10).all()
+    eps = torch.randn(x0.shape, generator=g)
+    ab = sched.alphas_cumprod[t].float().view(-1, 1, 1, 1)
+    x_t = ab.sqrt() * x0 + (1 - ab).sqrt() * eps
+    want = (0.5 * x_t - eps).pow(2).mean((1, 2, 3))
+    # the same float32 operations up to summation order: relative error <= (pixels per image) * eps
+    tol = 64 * torch.finfo(torch.float32).eps
+    torch.testing.assert_close(got, want, rtol=tol, atol=tol)
+    assert math.isnan(tr.history["topo"][-1])
+    assert tr.history["simple"][-1] == pytest.approx(float(want.mean()), rel=tol)
+
+
+def test_count_accuracy_refuses_fractional_counts():
+    # 8-connected, the diagonal pair is one component; a request of 1.5 was truncated to 1 and hit
+    diag = torch.tensor([[1.0, -1.0], [-1.0, 1.0]])[None, None]
+    for bad in ([1.5], torch.tensor([1.5]), [float("nan")], [float("inf")]):
+        with pytest.raises(ValueError, match="counts must be whole numbers"):
+            count_accuracy(diag, bad, connectivity=8)
+    # whole numbers stored as floats are still counts
+    assert count_accuracy(diag, [1.0], connectivity=8)["accuracy"] == 1.0
+    assert count_accuracy(diag, torch.tensor([2.0]))["hits"] == {2: 1}

@@ -5,6 +5,7 @@ import signal
 import numpy as np
 import pytest
 import torch
+from scipy import ndimage
 
 from iclr25.generative.diffusion.nn import UNet2D
 from iclr25.generative.diffusion.schedules import VPSchedule
@@ -106,3 +107,65 @@ def test_losses_name_x0_hat_for_infinite_values():
         TopoCountLoss()(x, torch.tensor([1, 1]))
     with pytest.raises(ValueError, match="x0_hat must be finite"):
         TopoMatchLoss()(x, torch.zeros(2, 1, 6, 6))
+
+
+def _betti_by_labelling(m):
+    # components 4-connected; holes = 8-connected complement components that miss the padding frame
+    s4, s8 = ndimage.generate_binary_structure(2, 1), ndimage.generate_binary_structure(2, 2)
+    return [ndimage.label(m, structure=s4)[1], ndimage.label(np.pad(~m, 1, constant_values=True), structure=s8)[1] - 1]
+
+
+@pytest.mark.parametrize("gen", [disk_masks, holed_masks])
+def test_generators_check_n(gen):
+    with pytest.raises(ValueError, match="n must be an int >= 0"):
+        gen(-1)
+    # a float or bool n is a wrong type, not a wrong value (it raised ValueError)
+    for bad in (1.5, True, "2"):
+        with pytest.raises(TypeError, match="n must be an int"):
+            gen(bad)
+    # numpy integers are ints (e.g. n = np.sum(keep)): refused before
+    got, ref = gen(np.int64(3), seed=1), gen(3, seed=1)
+    assert torch.equal(got[0], ref[0]) and torch.equal(got[1], ref[1])
+    assert gen(0)[0].shape == (0, 1, 16, 16)
+
+
+def test_disk_masks_check_radius_and_gap():
+    # radius: >= 1, ordered, and the largest disc (plus a pixel each side) must fit the canvas
+    for radius, size in (((0.5, 1.0), 16), ((2.0, 1.0), 16), ((1.0, 7.5), 16), ((float("nan"), 2.0), 16)):
+        with pytest.raises(ValueError, match="radius must satisfy"):
+            disk_masks(2, size=size, radius=radius)
+    # at the bound 2 * 7 + 2 = 16 a disc of radius up to 7 still fits
+    masks, counts = disk_masks(4, size=16, counts=(1,), radius=(6.5, 7.0), seed=0)
+    assert counts.tolist() == [1, 1, 1, 1]
+    assert all(_betti_by_labelling(m[0].numpy() > 0.5) == [1, 0] for m in masks)
+    with pytest.raises(ValueError, match="gap must be > sqrt"):
+        disk_masks(2, gap=1.4)
+    # NaN failed `gap <= sqrt(2)`, so a single-disc request returned masks with an unchecked gap
+    with pytest.raises(ValueError, match="gap must be > sqrt"):
+        disk_masks(2, counts=(1,), gap=float("nan"))
+
+
+def test_holed_masks_check_hole_radius_and_wall():
+    for bad in ((0.5, 1.0), (1.6, 1.0), (float("nan"), 1.2)):
+        with pytest.raises(ValueError, match="hole_radius must satisfy"):
+            holed_masks(2, hole_radius=bad)
+    # NaN failed `wall <= sqrt(2)`: a hole-free request returned masks without a word
+    with pytest.raises(ValueError, match="wall must be > sqrt"):
+        holed_masks(2, counts=(0,), wall=float("nan"))
+
+
+def test_holed_masks_skip_holes_that_leave_no_wall_to_the_rim():
+    # the disc radius is at most 0.46 * 16 = 7.36 px, so a wall of 8 px leaves no room for any hole
+    # (radius >= 1): every candidate is skipped and the request fails with the count that does not fit
+    with pytest.raises(RuntimeError, match="could not place 1 holes on a 16x16 canvas"):
+        holed_masks(1, counts=(1,), wall=8.0, seed=0)
+    # zero holes need no room: a plain disc, one component and no hole
+    masks, counts = holed_masks(3, counts=(0,), wall=8.0, seed=0)
+    assert counts.tolist() == [0, 0, 0]
+    assert all(_betti_by_labelling(m[0].numpy() > 0.5) == [1, 0] for m in masks)
+    # hole radii up to 6 px: candidates with r >= disc radius - wall (>= 4.26 px) are skipped, the
+    # others placed; every mask must still be one component with exactly the requested holes
+    masks, counts = holed_masks(12, counts=(1, 2), hole_radius=(1.0, 6.0), seed=0)
+    assert set(counts.tolist()) == {1, 2}
+    for m, c in zip(masks, counts.tolist(), strict=True):
+        assert _betti_by_labelling(m[0].numpy() > 0.5) == [1, c]

@@ -8,6 +8,7 @@ generator restarts a mask whose discs do not fit and checks every mask's compone
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Sequence
 
 import numpy as np
@@ -17,7 +18,10 @@ __all__ = ["disk_masks", "holed_masks"]
 
 
 def _check_n_counts(n: object, counts: Sequence[int]) -> None:
-    if not isinstance(n, int) or n < 0:
+    # numpy integers too (e.g. n = np.sum(keep)), but not bool
+    if isinstance(n, bool) or not isinstance(n, numbers.Integral):
+        raise TypeError(f"n must be an int, got {type(n).__name__}")
+    if n < 0:
         raise ValueError(f"n must be an int >= 0, got {n!r}")
     # a tensor or array of counts is accepted as well as a sequence (``not counts`` would be ambiguous)
     arr = np.asarray(counts) if not isinstance(counts, torch.Tensor) else counts.detach().cpu().numpy()
@@ -76,7 +80,7 @@ def disk_masks(
     _check_n_counts(n, counts)
     if not 1.0 <= radius[0] <= radius[1] or 2 * radius[1] + 2 > size:
         raise ValueError(f"radius must satisfy 1 <= min <= max <= (size - 2) / 2, got {radius!r} for size {size}")
-    if gap <= math.sqrt(2):
+    if not gap > math.sqrt(2):  # not `gap <= ...`: NaN fails every comparison and got through
         raise ValueError(f"gap must be > sqrt(2) so discs never touch, got {gap}")
     rng, yy, xx, masks, ks = _start_masks(n, size, counts, seed)
     s8 = ndimage.generate_binary_structure(2, 2)
@@ -138,7 +142,7 @@ def holed_masks(
         raise ValueError(f"size must be an int >= 12, got {size!r}")
     if not 1.0 <= hole_radius[0] <= hole_radius[1]:
         raise ValueError(f"hole_radius must satisfy 1 <= min <= max, got {hole_radius!r}")
-    if wall <= math.sqrt(2):
+    if not wall > math.sqrt(2):  # not `wall <= ...`: NaN fails every comparison and got through
         raise ValueError(f"wall must be > sqrt(2) so holes never touch under 8-adjacency, got {wall}")
     rng, yy, xx, masks, ks = _start_masks(n, size, counts, seed)
     for i in range(n):

@@ -230,11 +230,10 @@ def _uf_superlevel0(v: np.ndarray, connectivity: int) -> tuple[list, list, list,
         if p != prev:  # the step's first tree edge: p joins that component
             parent_l[p], prev = r, p
             continue
+        # parent_l[p] is always a root here: it was set to one at the step's first edge, and every
+        # later edge of the step either leaves it or re-points it to the new root. And rp != r: two
+        # tree edges from p into one component would close a cycle in the spanning tree.
         rp = parent_l[p]
-        while parent_l[rp] != rp:
-            rp = parent_l[rp]
-        if rp == r:
-            continue
         # a root is its component's birth pixel: the younger one (later position) dies at p
         if pos_l[r] < pos_l[rp]:
             r, rp = rp, r
@@ -411,7 +410,14 @@ def _cripser(arr: np.ndarray, dim: int, connectivity: int) -> Diagram:
             f"backend='cripser' computes 4-connected (V-construction) persistence, got connectivity={connectivity}"
         )
     # cripser computes sublevel persistence: superlevel of x is sublevel of -x
-    ph = np.asarray(cripser.computePH(np.ascontiguousarray(-arr), maxdim=dim))
+    if 1 in arr.shape:
+        # cripser (0.0.37) builds no edges for a 2-D array with a side of 1 and returned every pixel
+        # as an essential component; as a (1, H, W) volume it does. Its coordinate columns are then
+        # (slice, row, col) for birth and death; reordered to the 2-D layout (row, col, _) read below.
+        ph = np.asarray(cripser.computePH(np.ascontiguousarray(-arr[None]), maxdim=dim))
+        ph = ph[:, [0, 1, 2, 4, 5, 3, 7, 8, 6]]
+    else:
+        ph = np.asarray(cripser.computePH(np.ascontiguousarray(-arr), maxdim=dim))
     ph = ph[ph[:, 0] == dim]
     _h, w = arr.shape
     ess = ph[:, 2] >= np.finfo(np.float64).max / 2

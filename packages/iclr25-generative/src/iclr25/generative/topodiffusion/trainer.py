@@ -212,16 +212,22 @@ class TopoDiffusionTrainer:
         counts: (B,) or (B, len(dims)) ints in [0, max_count].
         steps: DDIM steps.
         generator: draws the initial noise; on the network's device.
-        size: image side (default: ``unet.sample_size``).
+        size: image side, an int >= 1 (default: ``unet.sample_size``).
 
         Returns
         -------
         (B, 1, H, W) masks in [-1, 1] (threshold at 0 to binarise), in the network's dtype.
         """
         counts = _check_counts(counts, self.max_count, len(self.dims))
-        size = size or getattr(self.unet, "sample_size", None)
-        if not size:
-            raise ValueError("size must be given when unet.sample_size is not set")
+        if size is None:
+            size = getattr(self.unet, "sample_size", None)
+            if not size:
+                raise ValueError("size must be given when unet.sample_size is not set")
+        # `size or sample_size` used to replace an explicit size=0 by the network's size without a word
+        if isinstance(size, bool) or not isinstance(size, numbers.Integral):
+            raise TypeError(f"size must be an int, got {type(size).__name__}")
+        if size < 1:
+            raise ValueError(f"size must be >= 1, got {size}")
         dev, dtype = self._device_dtype()
         self.unet.eval()
         # drawn in float32 and cast, so a seeded generator gives the same noise at every network dtype
@@ -248,7 +254,13 @@ def count_accuracy(
     """
     if dim not in (0, 1):
         raise ValueError(f"dim must be 0 or 1, got {dim!r}")
-    counts = torch.as_tensor(counts).long().cpu().reshape(-1)
+    counts = torch.as_tensor(counts)
+    # .long() truncates, so a request of 1.5 components used to be scored as a request of 1
+    if counts.is_floating_point():
+        bad = counts[~(torch.isfinite(counts) & (counts == counts.round()))]
+        if bad.numel():
+            raise ValueError(f"counts must be whole numbers, got {float(bad.flatten()[0])}")
+    counts = counts.long().cpu().reshape(-1)
     if counts.shape[0] != samples.shape[0]:
         raise ValueError(f"counts must have {samples.shape[0]} entries, got {counts.shape[0]}")
     betti = betti_numbers(samples, threshold, connectivity)[:, dim]
