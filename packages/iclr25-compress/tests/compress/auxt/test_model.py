@@ -11,7 +11,7 @@ with warnings.catch_warnings():
     warnings.simplefilter("ignore")
     import compressai.models as cm
 
-from iclr25.compress.auxt import AuxTModel, attach_auxt, rd_loss_with_ortho
+from iclr25.compress.auxt import AuxTModel, attach_auxt, find_taps, rd_loss_with_ortho
 from iclr25.compress.metrics import rd_point
 
 # (class, args, g_a taps, g_s taps, H/W multiple): the strided convs (residual blocks for Cheng2020)
@@ -353,3 +353,44 @@ def test_update_with_a_scale_table_builds_one_cdf_per_scale():
     gc = net.base.gaussian_conditional
     assert torch.equal(gc.scale_table, table)
     assert gc._quantized_cdf.shape[0] == gc._offset.numel() == 4
+
+
+def test_attach_keeps_each_submodules_own_mode():
+    """The dry run restored only the top-level flag: base.train(True) switched a hyper-analysis the
+    user had frozen in eval mode back to train mode (and an eval base's g_s left in train to eval)."""
+    base = cm.MeanScaleHyperprior(16, 24).train()
+    base.h_a.eval()
+    attach_auxt(base)
+    assert all(not m.training for m in base.h_a.modules())
+    assert base.training and base.g_a.training and base.entropy_bottleneck.training
+    base = cm.FactorizedPrior(16, 24).eval()
+    base.g_s.train()
+    net = attach_auxt(base)
+    assert net.base.g_s.transform.training and not net.base.g_a.transform.training
+    assert not net.base.entropy_bottleneck.training
+
+
+def test_find_taps_is_a_dry_run_for_batchnorm_in_train_mode():
+    """A train-mode probe updated the running statistics of the user's BatchNorm layers."""
+    seq = nn.Sequential(nn.Conv2d(3, 4, 3, 2, 1), nn.BatchNorm2d(4), nn.Conv2d(4, 4, 3, 2, 1), nn.Dropout()).train()
+    seq[3].eval()
+    before = copy.deepcopy(seq.state_dict())
+    x = torch.rand(1, 3, 16, 16, generator=torch.Generator().manual_seed(9))
+    assert find_taps(seq, x) == [(0, 3, 4), (2, 4, 4)]
+    for key, value in seq.state_dict().items():
+        assert torch.equal(value, before[key]), key
+    assert [m.training for m in seq.modules()] == [True, True, True, True, False]
+
+
+@pytest.mark.parametrize("cls", [cm.FactorizedPrior, cm.MeanScaleHyperprior], ids=lambda c: c.__name__)
+def test_update_passes_update_quantiles_to_the_base(cls):
+    """CompressAI's update(force=True, update_quantiles=True) raised TypeError on the wrapper."""
+    torch.manual_seed(0)
+    base = cls(16, 24)
+    ref = copy.deepcopy(base)
+    net = attach_auxt(base)
+    assert net.update(force=True, update_quantiles=True) == ref.update(force=True, update_quantiles=True)
+    eb, eb_ref = net.base.entropy_bottleneck, ref.entropy_bottleneck
+    assert not torch.equal(eb.quantiles, cls(16, 24).entropy_bottleneck.quantiles)  # re-estimated
+    assert torch.equal(eb.quantiles, eb_ref.quantiles)
+    assert torch.equal(eb._quantized_cdf, eb_ref._quantized_cdf)

@@ -16,12 +16,13 @@ The taps are found by a dry run (layers that halve / double the spatial size) or
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import numbers
 import struct
 import zlib
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import torch
@@ -121,7 +122,8 @@ def find_taps(transform: nn.Sequential, x: torch.Tensor, kind: str = "down") -> 
     _check_map(x, "x")
     found = []
     h = x
-    with torch.no_grad():
+    # In train mode the probe would update BatchNorm running statistics of the user's transform.
+    with torch.no_grad(), _eval_mode(transform):
         for i, layer in enumerate(transform):
             out = layer(h)
             (hi, wi), (ho, wo) = h.shape[-2:], out.shape[-2:]
@@ -129,6 +131,22 @@ def find_taps(transform: nn.Sequential, x: torch.Tensor, kind: str = "down") -> 
                 found.append((i, h.shape[1], out.shape[1]))
             h = out
     return found
+
+
+@contextlib.contextmanager
+def _eval_mode(module: nn.Module) -> Iterator[None]:
+    """Put ``module`` in eval mode, then give every submodule back its own mode.
+
+    ``module.train(was_training)`` would not do: it sets one mode on all submodules and so would
+    switch a submodule the user froze in eval mode (or left in train mode) to its parent's mode.
+    """
+    modes = [(m, m.training) for m in module.modules()]
+    module.eval()
+    try:
+        yield
+    finally:
+        for m, mode in modes:
+            m.training = mode
 
 
 def check_images(x: Any, multiple: int = 1, pad: bool = False, name: str = "x") -> None:
@@ -243,9 +261,8 @@ class AuxTModel(nn.Module):
         self.w_orth = float(w_orth)
         param = next(base.parameters())
         probe = torch.zeros(1, 3, probe_size, probe_size, device=param.device, dtype=param.dtype)
-        was_training = base.training
-        base.eval()
-        try:
+        # The dry run needs eval mode; the user's modes, submodule by submodule, come back even if it fails.
+        with _eval_mode(base):
             down = find_taps(base.g_a, probe, "down")
             with torch.no_grad():
                 y = base.g_a(probe)
@@ -256,8 +273,6 @@ class AuxTModel(nn.Module):
                     z = base.h_a(y)
                 extra = _exact_factor(y.shape[-1], z.shape[-1])
             factor = _exact_factor(probe_size, y.shape[-1])
-        finally:
-            base.train(was_training)  # a failed dry run must not leave the user's model in eval mode
         if factor is None or extra is None:
             hyper = f" and a {z.shape[-1]}-pixel wide hyper-latent" if z is not None else ""
             raise ValueError(
@@ -354,11 +369,18 @@ class AuxTModel(nn.Module):
         _fit_coder_buffers(self, state_dict)
         return super().load_state_dict(state_dict, strict=strict, assign=assign)
 
-    def update(self, scale_table: Any = None, force: bool = False) -> bool:
-        """Build the entropy coder's CDF tables (see CompressAI's ``update``)."""
-        if scale_table is None:
-            return self.base.update(force=force)
-        return self.base.update(scale_table=scale_table, force=force)
+    def update(self, scale_table: Any = None, force: bool = False, update_quantiles: bool = False) -> bool:
+        """Build the entropy coder's CDF tables (see CompressAI's ``update``).
+
+        ``update_quantiles`` re-estimates the entropy bottleneck's quantiles from its CDF first, as
+        in CompressAI; it is passed on only when set, so bases whose ``update`` lacks it still work.
+        """
+        kw: dict[str, Any] = {"force": force}
+        if scale_table is not None:
+            kw["scale_table"] = scale_table
+        if update_quantiles:
+            kw["update_quantiles"] = True
+        return self.base.update(**kw)
 
     @torch.no_grad()
     def compress(self, x: torch.Tensor, pad: bool = False) -> dict[str, Any]:
