@@ -231,3 +231,30 @@ def test_inject_members_without_parameters_or_with_a_diverging_loss():
     with pytest.raises(FloatingPointError, match="loss became nan at injection step 0"):
         inject_members(model, members, stream, 1, members_per_step=2, general_per_step=1)
     assert model.w.item() == 1.0  # refused before the optimiser step
+
+
+def test_word_tokenizer_trains_on_the_texts_of_a_mapping():
+    # Iterating {title: text} yields the titles: the vocabulary was the document names.
+    docs = {"hamlet": "to be, or not to be", "lear": "nothing will come of nothing"}
+    tok = WordTokenizer.train(docs, vocab_size=6)
+    assert tok.itos == WordTokenizer.train(list(docs.values()), vocab_size=6).itos
+    assert "hamlet" not in tok.stoi and "nothing" in tok.stoi
+
+
+def test_numpy_int_seeds_are_accepted():
+    # torch.Generator.manual_seed(np.int64(1)) raised "TypeError: an integer is required".
+    g = torch.Generator().manual_seed(0)
+    docs = [torch.randint(0, 40, (120,), generator=g)]
+    p = sample_passages(docs, 4, 6, seed=np.int64(1))
+    assert torch.equal(p, sample_passages(docs, 4, 6, seed=1))
+    losses = []
+    for seed in (2, np.int32(2)):
+        torch.manual_seed(0)
+        model = TinyLlama(TinyLlamaConfig.preset("pico", vocab_size=40, max_seq_len=32))
+        losses.append(inject_members(model, p, docs[0], 1, members_per_step=2, general_per_step=2, seed=seed)["loss"])
+    assert losses[0] == losses[1]
+    for bad in (1.5, "1", None, True):
+        with pytest.raises(ValueError, match="seed must be an int"):
+            sample_passages(docs, 4, 6, seed=bad)
+        with pytest.raises(ValueError, match="seed must be an int"):
+            inject_members(model, p, docs[0], 1, seed=bad)

@@ -162,3 +162,34 @@ def test_evaluate_mia_text_arguments():
         evaluate_mia(model, ByteTokenizer(), ["ab", "cd", "ef"], [1, 0], n_bootstrap=0)
     with pytest.raises(TypeError, match="texts must be strings; got bytes"):
         evaluate_mia(model, ByteTokenizer(), ["ab", b"cd"], [1, 0], n_bootstrap=0)
+
+
+def test_bootstrap_intervals_do_not_depend_on_the_other_methods_or_their_order():
+    # One generator was shared by all methods in turn: at the same seed, ks=(0.2, 0.5) and
+    # ks=(0.5, 0.2) gave different intervals for the same method, as did asking for one method alone.
+    torch.manual_seed(0)
+    model = TinyLlama(TinyLlamaConfig.preset("pico", vocab_size=256, max_seq_len=64))
+    tok = ByteTokenizer()
+    texts = ["to be or not", "that is the question", "whether tis", "nobler in the mind", "to suffer", "the slings"]
+    labels = [1, 0, 1, 0, 1, 1]
+    a = evaluate_mia(model, tok, texts, labels, ks=(0.2, 0.5), n_bootstrap=40, seed=5)
+    b = evaluate_mia(model, tok, texts, labels, ks=(0.5, 0.2), n_bootstrap=40, seed=5)
+    alone = evaluate_mia(model, tok, texts, labels, methods=("mink++",), ks=(0.5,), n_bootstrap=40, seed=5)
+    assert a.metrics == b.metrics
+    assert alone.metrics["mink++@0.5"] == a.metrics["mink++@0.5"]
+    # paired: every method is resampled with the indices a fresh generator of the seed draws
+    y = np.asarray(labels)
+    for name, s in a.scores.items():
+        want = _bootstrap(s, y, 40, np.random.default_rng(5), 0.95)
+        assert {k: a.metrics[name][k] for k in want} == want
+
+
+def test_bfloat16_score_tensors_are_accepted():
+    # numpy has no bfloat16: np.asarray raised "Got unsupported ScalarType BFloat16".
+    g = torch.Generator().manual_seed(0)
+    scores = torch.randint(-8, 8, (20,), generator=g) / 4  # quarters in [-2, 2) are exact in bf16
+    labels = torch.tensor([0, 1] * 10)
+    want = mia_metrics(scores.double(), labels)
+    assert mia_metrics(scores.bfloat16(), labels) == want
+    for got, ref in zip(roc_curve(scores.bfloat16(), labels), roc_curve(scores.double(), labels), strict=True):
+        np.testing.assert_array_equal(got, ref)

@@ -51,7 +51,10 @@ def sample_passages(
         raise ValueError(f"length must be an int >= 2; got {length!r}")
     if not _is_int(n) or n < 1:
         raise ValueError(f"n must be a positive int; got {n!r}")
-    n, length = int(n), int(length)
+    # numpy ints (np.int64 is not an int subclass) are refused by torch.Generator.manual_seed
+    if not _is_int(seed):
+        raise ValueError(f"seed must be an int; got {seed!r}")
+    n, length, seed = int(n), int(length), int(seed)
     windows = []
     for s in streams:
         if not isinstance(s, torch.Tensor):
@@ -90,7 +93,7 @@ def inject_members(
     Parameters
     ----------
     model : nn.Module
-        Causal LM, trained in place on its own device.
+        Causal LM, trained in place on its own device and left in eval mode.
     member_ids : (N, L) long tensor
         Member passages.
     train_tokens : (n,) long tensor
@@ -120,7 +123,10 @@ def inject_members(
     for name, v in (("members_per_step", members_per_step), ("general_per_step", general_per_step)):
         if not _is_int(v) or v < 0:
             raise ValueError(f"{name} must be a non-negative int; got {v!r}")
+    if not _is_int(seed):
+        raise ValueError(f"seed must be an int; got {seed!r}")
     exposures, members_per_step, general_per_step = int(exposures), int(members_per_step), int(general_per_step)
+    seed = int(seed)
     if members_per_step < 1:
         raise ValueError(f"members_per_step must be >= 1; got {members_per_step}")
     L = member_ids.shape[1]

@@ -26,7 +26,8 @@ log = logging.getLogger(__name__)
 
 
 def _check_labels_scores(scores, labels) -> tuple[np.ndarray, np.ndarray]:
-    s = np.asarray(scores.detach().cpu() if isinstance(scores, torch.Tensor) else scores, dtype=np.float64)
+    # numpy has no bfloat16: a bf16 score tensor is widened in torch first (exact, as is fp32/fp16 -> fp64)
+    s = np.asarray(scores.detach().cpu().double() if isinstance(scores, torch.Tensor) else scores, dtype=np.float64)
     y = np.asarray(labels.detach().cpu() if isinstance(labels, torch.Tensor) else labels)
     if s.ndim != 1 or y.ndim != 1 or s.shape != y.shape:
         raise ValueError(f"scores and labels must be 1-D of equal length; got shapes {s.shape} and {y.shape}")
@@ -168,13 +169,14 @@ def evaluate_mia(
     batch_size : int
         Texts per forward pass (right padding with attention masks).
     max_length : int, optional
-        Truncate each encoding to this many tokens.
+        Truncate each encoding to this many tokens. Zlib still divides by the compressed length of
+        the whole text (the tokenizer need not decode).
     n_bootstrap : int
         Stratified bootstrap replicates for the intervals (0: none).
     ci_level : float
         Coverage of the percentile intervals.
     seed : int
-        Seeds the bootstrap.
+        Seeds the bootstrap; every method is resampled with the same indices.
     backend : str
         Token-statistics backend (see :func:`token_stats`).
 
@@ -237,11 +239,13 @@ def evaluate_mia(
     scores = {name: torch.cat(v).double().numpy() for name, v in chunks.items()}
     y = y.astype(np.int64)
     result = MIAResult(scores=scores, labels=y, n_bootstrap=n_bootstrap)
-    rng = np.random.default_rng(seed)
     for name, s in scores.items():
         m = mia_metrics(s, y)
         if n_bootstrap:
-            m.update(_bootstrap(s, y, n_bootstrap, rng, ci_level))
+            # A fresh generator per method: every method is resampled with the same indices (paired
+            # intervals), and a method's interval does not depend on which other methods or ks were asked
+            # for, nor on their order (one shared stream made ks=(0.2, 0.5) and (0.5, 0.2) disagree).
+            m.update(_bootstrap(s, y, n_bootstrap, np.random.default_rng(seed), ci_level))
         result.metrics[name] = m
         log.info("%s: AUROC %.3f", name, m["auroc"])
     return result

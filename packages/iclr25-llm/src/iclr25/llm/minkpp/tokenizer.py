@@ -18,7 +18,7 @@ import json
 import os
 import re
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 import torch
 
@@ -65,12 +65,15 @@ class WordTokenizer:
         self.lowercase = bool(lowercase)
 
     @classmethod
-    def train(cls, texts: Iterable[str], vocab_size: int = 2001, lowercase: bool = False) -> WordTokenizer:
+    def train(
+        cls, texts: Iterable[str] | Mapping[str, str], vocab_size: int = 2001, lowercase: bool = False
+    ) -> WordTokenizer:
         """Keep the ``vocab_size − 1`` most frequent tokens of ``texts`` (ties broken alphabetically).
 
         Parameters
         ----------
-        texts : iterable of str
+        texts : iterable of str, or a mapping name -> str (its values are the texts, as in
+            :func:`~iclr25.llm.minkpp.sample_passages`)
         vocab_size : int >= 2
             Total ids including ``<unk>`` (default: top-2000 words + ``<unk>``).
         lowercase : bool
@@ -81,6 +84,10 @@ class WordTokenizer:
         # Iterating a single str would count its characters, a vocabulary of letters.
         if isinstance(texts, (str, bytes)):
             raise TypeError(f"texts must be an iterable of str (e.g. a list of documents); got a single {texts!r:.40}")
+        # Iterating a mapping yields its keys: the {title: text} dicts of shakespeare() and
+        # split_documents() gave a vocabulary of document titles.
+        if isinstance(texts, Mapping):
+            texts = texts.values()
         counts: Counter[str] = Counter()
         for t in texts:
             if not isinstance(t, str):
