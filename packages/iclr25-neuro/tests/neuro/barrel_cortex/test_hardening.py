@@ -125,3 +125,21 @@ def test_zero_input_rate_is_the_official_floor():
     s, _ = to_spikes(x, x, dt=10_000, c_f=2, c_t=4, generator=0)
     for mod, c in ((0, 2.0), (1, 4.0)):
         assert s[:, mod].mean() <= 1e-4 * math.exp(-c)
+
+
+def test_analyses_refuse_a_column_of_labels():
+    """Labels [N, 1] broadcast against the [B] predictions into a [B, B] comparison: `evaluate`
+    reported an accuracy of 2.0 on three sweeps of three classes instead of refusing."""
+    f, t, y = make_whisker_dataset(1, seed=0, frames=6)
+    x, _ = to_spikes(f, t, dt=1, generator=0)
+    m = BarrelCortexRSNN(scale=0.05, init_w=0.3, seed=0)
+    for labels in (y[:, None], torch.from_numpy(y)[:, None]):
+        for call in (
+            lambda lab=labels: evaluate(m, x, lab),
+            lambda lab=labels: train_barrel(m, x, lab, epochs=1),
+            lambda lab=labels: selectivity_anova(m, x, lab),
+            lambda lab=labels: whisker_deprivation_curve(m, f, t, lab, ks=(0,), draws=1),
+        ):
+            with pytest.raises(ValueError, match=r"labels must be 1-D \[N\] class indices, got shape \(3, 1\)"):
+                call()
+    assert 0.0 <= evaluate(m, x, y) <= 1.0

@@ -122,3 +122,24 @@ def test_reproduction_reports_selective_neurons_per_preferred_class(monkeypatch)
     out = exp._rsnn_seed({"scale": 0.05, "epochs": 0}, data, seed=0, deprivation=False)
     assert out["selective_by_class_untrained"] == [4, 4, 4]
     assert out["selective_by_class"] == [0, 7, 0]
+
+
+def test_preferred_class_is_a_label_for_any_label_set():
+    """On a subset of classes (labels {1, 2}) the preferred class is the label, not the column of
+    ``ternary``; shifting every label shifts ``preferred`` and leaves the proportions alone."""
+    f, t, y = make_whisker_dataset(3, seed=5, frames=16)
+    x, _ = to_spikes(f, t, dt=1, generator=0)
+    x, y = x[y > 0, :, 0], y[y > 0]
+    model = BarrelCortexRSNN(scale=0.05, init_w=0.3, seed=1)
+    sel = selectivity_anova(model, x, y)
+    with torch.no_grad():
+        rec = model(torch.from_numpy(x), record=True)[1].numpy()
+    # integer counts: exact in float64, so only the final division rounds
+    totals = np.stack([rec[y == c].astype(np.float64).sum((0, 1)) for c in (1, 2)], 1) + 182.0
+    want = np.array([1, 2])[totals.argmax(1)]
+    assert (want == 2).any() and (want == 1).any()
+    np.testing.assert_array_equal(sel["preferred"].numpy(), want)
+    np.testing.assert_allclose(sel["ternary"].numpy(), totals / totals.sum(1, keepdims=True), rtol=1e-12)
+    shifted = selectivity_anova(model, x, y + 5)
+    assert torch.equal(shifted["preferred"], sel["preferred"] + 5)
+    assert torch.equal(shifted["ternary"], sel["ternary"])

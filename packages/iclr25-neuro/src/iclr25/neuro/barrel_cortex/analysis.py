@@ -39,6 +39,10 @@ def _check_int(name: str, v: object, low: int) -> int:
 
 
 def _check_lengths(spikes: np.ndarray | torch.Tensor, labels: np.ndarray | torch.Tensor) -> None:
+    # a column of labels [N, 1] would broadcast against the [B] predictions in `evaluate` into a
+    # [B, B] comparison and report accuracies above 1
+    if np.ndim(labels) != 1:
+        raise ValueError(f"labels must be 1-D [N] class indices, got shape {tuple(np.shape(labels))}")
     if len(spikes) != len(labels):
         raise ValueError(f"spikes and labels must have the same length, got {len(spikes)} and {len(labels)}")
 
@@ -152,6 +156,7 @@ def whisker_deprivation_curve(
     dict
         ``ks``, ``accuracy`` (mean per k), ``per_draw`` (lists), ``spearman`` (ρ of k vs accuracy).
     """
+    _check_lengths(force, labels)
     ks = list(ks)
     pool = _check_int("pool", pool, 1)
     # int(1.5) would silently run k = 1; a repeated k would overwrite its own per_draw entry
@@ -211,8 +216,9 @@ def selectivity_anova(
     -------
     dict
         ``p_values (n,)``, ``selective (n,)`` bool, ``fraction``, ``active (n,)`` bool (fired at
-        least once), ``preferred (n,)`` class index and ``ternary (n, C)``: per-class firing
-        proportions with ``smoothing`` added to every count.
+        least once), ``preferred (n,)`` label of the class with the largest smoothed count and
+        ``ternary (n, C)``: per-class firing proportions with ``smoothing`` added to every count,
+        one column per distinct label in ascending order.
     """
     _check_lengths(spikes, labels)
     _check_not_empty(spikes)
@@ -228,7 +234,8 @@ def selectivity_anova(
         "selective": p < alpha,
         "fraction": float((p < alpha).double().mean()),
         "active": rec.sum((0, 1)) > 0,
-        "preferred": totals.argmax(1),
+        # the label itself, not the column: with labels {1, 2} column 0 is class 1
+        "preferred": classes[totals.argmax(1)],
         "ternary": totals / totals.sum(1, keepdim=True),
     }
 
