@@ -204,3 +204,23 @@ def test_count_accuracy_refuses_fractional_counts():
     # whole numbers stored as floats are still counts
     assert count_accuracy(diag, [1.0], connectivity=8)["accuracy"] == 1.0
     assert count_accuracy(diag, torch.tensor([2.0]))["hits"] == {2: 1}
+
+
+def test_sample_restores_each_submodules_train_flag():
+    # sampling inside a training loop (a progress check) left the network in eval mode, so the
+    # following loss() steps ran without dropout; a submodule the user had put in eval stays there
+    torch.manual_seed(0)
+    unet = UNet2D(1, 1, ch=8, ch_mult=(1, 2), num_classes=4, sample_size=8, dropout=0.5)
+    tr = TopoDiffusionTrainer(unet, VPSchedule("cosine", T=1000), max_count=3)
+    unet.train()
+    next(m for m in unet.modules() if isinstance(m, torch.nn.Dropout)).eval()
+    before = [m.training for m in unet.modules()]
+    assert any(before) and not all(before)
+    a = tr.sample(torch.tensor([1, 2]), steps=3, generator=torch.Generator().manual_seed(0))
+    assert [m.training for m in unet.modules()] == before
+    # the sampling itself ran in eval mode: with dropout 0.5 active, the same noise would not give the same masks
+    b = tr.sample(torch.tensor([1, 2]), steps=3, generator=torch.Generator().manual_seed(0))
+    assert torch.equal(a, b)
+    unet.eval()
+    tr.sample(torch.tensor([1]), steps=2, generator=torch.Generator().manual_seed(0))
+    assert not any(m.training for m in unet.modules())

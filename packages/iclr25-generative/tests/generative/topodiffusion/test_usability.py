@@ -169,3 +169,12 @@ def test_holed_masks_skip_holes_that_leave_no_wall_to_the_rim():
     assert set(counts.tolist()) == {1, 2}
     for m, c in zip(masks, counts.tolist(), strict=True):
         assert _betti_by_labelling(m[0].numpy() > 0.5) == [1, c]
+
+
+def test_holed_masks_take_a_numpy_integer_size():
+    # disk_masks takes np.int64(16); holed_masks refused it as "size must be an int >= 12, got 16"
+    got, ref = holed_masks(4, size=np.int64(16), seed=2), holed_masks(4, size=16, seed=2)
+    assert torch.equal(got[0], ref[0]) and torch.equal(got[1], ref[1])
+    for bad in (True, 16.0, np.int64(11)):
+        with pytest.raises(ValueError, match="size must be an int >= 12"):
+            holed_masks(2, size=bad)

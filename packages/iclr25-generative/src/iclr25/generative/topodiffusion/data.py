@@ -138,8 +138,10 @@ def holed_masks(
     from .persistence import betti_numbers
 
     _check_n_counts(n, counts)
-    if not isinstance(size, int) or size < 12:
+    # numpy integers too (disk_masks takes them): np.int64(16) was refused as "not an int >= 12"
+    if isinstance(size, bool) or not isinstance(size, numbers.Integral) or size < 12:
         raise ValueError(f"size must be an int >= 12, got {size!r}")
+    size = int(size)
     if not 1.0 <= hole_radius[0] <= hole_radius[1]:
         raise ValueError(f"hole_radius must satisfy 1 <= min <= max, got {hole_radius!r}")
     if not wall > math.sqrt(2):  # not `wall <= ...`: NaN fails every comparison and got through

@@ -216,7 +216,8 @@ class TopoDiffusionTrainer:
 
         Returns
         -------
-        (B, 1, H, W) masks in [-1, 1] (threshold at 0 to binarise), in the network's dtype.
+        (B, 1, H, W) masks in [-1, 1] (threshold at 0 to binarise), in the network's dtype. The
+        network runs in eval mode; every submodule's train/eval flag is restored afterwards.
         """
         counts = _check_counts(counts, self.max_count, len(self.dims))
         if size is None:
@@ -229,11 +230,19 @@ class TopoDiffusionTrainer:
         if size < 1:
             raise ValueError(f"size must be >= 1, got {size}")
         dev, dtype = self._device_dtype()
+        # a sample taken inside a user's training loop (a progress check) used to leave the network in
+        # eval mode, silently switching dropout off for the following loss() steps; each submodule's
+        # own flag is put back, since unet.train(mode) would also flip submodules the user had frozen
+        modes = [(m, m.training) for m in self.unet.modules()]
         self.unet.eval()
-        # drawn in float32 and cast, so a seeded generator gives the same noise at every network dtype
-        x_T = torch.randn((counts.shape[0], 1, size, size), generator=generator, device=dev).to(dtype)
-        cond = {"class_labels": self.labels(counts.to(dev))}
-        return samplers.ddim_sample(self.unet, self.schedule, x_T, steps, cond=cond, clip_x0=1.0)
+        try:
+            # drawn in float32 and cast, so a seeded generator gives the same noise at every network dtype
+            x_T = torch.randn((counts.shape[0], 1, size, size), generator=generator, device=dev).to(dtype)
+            cond = {"class_labels": self.labels(counts.to(dev))}
+            return samplers.ddim_sample(self.unet, self.schedule, x_T, steps, cond=cond, clip_x0=1.0)
+        finally:
+            for m, mode in modes:
+                m.training = mode
 
 
 def count_accuracy(
