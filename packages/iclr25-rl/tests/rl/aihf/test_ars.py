@@ -1,5 +1,6 @@
 import numpy as np
 import pytest
+import torch
 
 from iclr25.rl.aihf import (
     AIHF,
@@ -52,8 +53,8 @@ def test_horizon_mismatch_raises(ars):
 
 
 def test_ars_improves_true_return(ars):
-    ars.reset(10, seed=1)
-    ars.rollouts(2, seed=2)
+    ars.reset(10, seed=2)
+    ars.rollouts(2)  # the training stream's first draws: the same rollouts as rollouts(2, seed=2) below
     before = ars.last_true_returns.mean()
     ars.improve(None, 5)
     ars.rollouts(2, seed=2)
@@ -260,3 +261,39 @@ def test_rlhf_pipeline_without_the_sft_start_starts_at_zero_but_keeps_the_anchor
         # either way the RL stage is anchored to the SFT policy with weight 0.5
         expected = -0.5 * ((acts - pipe.sft_.act(obs)) ** 2).sum()
         assert ars._score((obs, acts), 0.0, None) == pytest.approx(expected, rel=1e-12)
+
+
+def test_seeded_rollouts_leave_the_training_stream_alone(ars):
+    # rollouts(seed=...) used to reseed the optimizer's own generator, so a seeded evaluation inside an AIHF
+    # callback changed every later perturbation (SoftVI's seeded rollouts never did).
+    D = TrajectoryDataset.from_rollouts([(np.zeros((10, ars.obs_dim + 1)), np.zeros((10, ars.act_dim)))])
+
+    def fit(callback):
+        est = AIHF(LinearReward(lambda o, a: o, ars.obs_dim + 1), ars, reward_lr=0.01, policy_steps_per_iter=1)
+        est.fit(D, None, iters=2, callback=callback)
+        return est.reward_.theta.detach().clone(), ars.M.copy()
+
+    evals = []
+
+    def evaluate(k, est):
+        evals.append(est.policy_optimizer.rollouts(1, seed=123)[0][0])
+
+    theta0, M0 = fit(None)
+    theta1, M1 = fit(evaluate)
+    assert torch.equal(theta1, theta0)
+    np.testing.assert_array_equal(M1, M0)
+    # the seeded evaluation itself is reproducible: both start from the zero policy, so k = 0 gives one trajectory
+    ars.reset(10, seed=0)
+    np.testing.assert_array_equal(ars.rollouts(1, seed=123)[0][0], evals[0])
+
+
+def test_the_policy_copy_does_not_share_the_action_bounds(ars):
+    # policy is "a copy", but low/high were the environment's action_space arrays: editing them moved the clip
+    ars.reset(10, seed=0)
+    low = ars.env.action_space.low.copy()
+    pol = ars.policy
+    pol.low[:] = -0.5
+    pol.high[:] = 0.5
+    np.testing.assert_array_equal(ars.env.action_space.low, low)
+    np.testing.assert_array_equal(ars.low, low)
+    np.testing.assert_array_equal(ars.policy.high, ars.env.action_space.high)

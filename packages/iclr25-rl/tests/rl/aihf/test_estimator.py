@@ -1,5 +1,7 @@
 import inspect
+import pickle
 import re
+import warnings
 
 import numpy as np
 import pytest
@@ -613,3 +615,53 @@ def test_rlhf_pipeline_reports_a_diverged_reward_model(world):
     rew = _Wrapped(LinearReward(lambda o, _: 1e200 * (np.asarray(o, float)[:, None] + 1), 1))
     with pytest.raises(RuntimeError, match=r"RLHFPipeline\.fit: the reward model diverged"):
         RLHFPipeline(rew, tabular.SoftVI(env=gw), rl_steps=0).fit(None, P)
+
+
+@pytest.mark.parametrize("mode", [torch.no_grad, torch.inference_mode])
+def test_autograd_fits_run_under_the_callers_no_grad_and_inference_mode(world, mode):
+    # Both failed with "element 0 of tensors does not require grad" (the closed-form linear path ran).
+    gw = world[0]
+    D, P = _data(world, 5, 10)
+
+    def models():
+        torch.manual_seed(0)
+        return MLPReward(1, 1, hidden=(3,)), LinearReward(gw.features, 6), MLPReward(1, 1, hidden=(3,))
+
+    def fits(mlp, lin, bt):
+        AIHF(mlp, tabular.SoftVI(env=gw, exact=False), reward_lr=0.1).fit(D, P, iters=3)
+        AIHF(lin, tabular.SoftVI(env=gw, exact=False)).fit(D, P, iters=3)
+        fit_bradley_terry(bt, P, GAMMA, max_iter=3)
+        return [p.detach().clone() for m in (mlp, lin, bt) for p in m.parameters()]
+
+    expected = fits(*models())
+    # built outside the mode: parameters made under inference_mode are inference tensors, untrainable in torch
+    fresh = models()
+    with mode():
+        got = fits(*fresh)
+    # the same computation in the same order: bit-identical
+    assert all(torch.equal(g, e) for g, e in zip(got, expected, strict=True))
+    assert torch.is_grad_enabled()
+
+
+def test_a_fitted_estimator_pickles_after_a_lambda_callback(world):
+    # The callback used to stay on the estimator after fit, so pickling it failed on a lambda.
+    gw = world[0]
+    D, P = _data(world, 5, 10)
+    seen = []
+    for opt in (tabular.SoftVI(env=gw), tabular.SoftVI(env=gw, exact=False)):
+        est = AIHF(LinearReward(gw.features, 6), opt).fit(D, P, iters=2, callback=lambda k, e: seen.append(k))
+        back = pickle.loads(pickle.dumps(est))
+        assert torch.equal(back.reward_.theta, est.reward_.theta)
+    assert seen == [0, 1, 0, 1]
+
+
+def test_synthetic_preferences_with_huge_return_gaps_warn_nothing():
+    # σ of a gap beyond ~709·T used to go through exp overflow and emit a RuntimeWarning; σ = 0 or 1 is exact.
+    segs = [(np.array([k]), np.array([0])) for k in range(4)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        P = synthetic_preferences(segs, lambda s: 1e4 * float(s[0][0]), temperature=1.0, n_pairs=50, seed=0)
+    a = np.array([s[0][0] for s in P.seg_a])
+    b = np.array([s[0][0] for s in P.seg_b])
+    # every gap is >= 1e4 temperatures, so the higher return wins with probability 1 - exp(-1e4) = 1 in float64
+    np.testing.assert_array_equal(P.label, (a > b).astype(float))

@@ -142,3 +142,17 @@ def test_batched_reference_names_a_bad_argument(P, r, kwargs, exc, match):
     args = {"gamma": GAMMA, "temp": 1.0, "iters": 3} | kwargs
     with pytest.raises(exc, match=rf"batched_soft_vi: {match}"):
         batched_soft_vi_reference(P, r, **args)
+
+
+def test_soft_value_iteration_takes_a_numpy_warm_start(gw):
+    # a numpy V0 used to fail with "'numpy.ndarray' object has no attribute 'to'", though numpy P, r, ref work
+    r = np.random.default_rng(2).normal(size=(25, 5))
+    _, V_cold, _ = tabular.soft_value_iteration(gw.P, r, GAMMA, 0.7, 20)
+    V_np = V_cold.numpy().copy()
+    Q, V, pi = tabular.soft_value_iteration(gw.P, r, GAMMA, 0.7, 20, V0=V_np)
+    expected = tabular.soft_value_iteration(gw.P, r, GAMMA, 0.7, 20, V0=V_cold)
+    for got, want in zip((Q, V, pi), expected, strict=True):
+        assert torch.equal(got, want)
+    # 20 + 20 warm-started backups are the 40 cold ones
+    torch.testing.assert_close(V, tabular.soft_value_iteration(gw.P, r, GAMMA, 0.7, 40)[1], rtol=0, atol=1e-12)
+    np.testing.assert_array_equal(V_np, V_cold.numpy())

@@ -151,7 +151,8 @@ class ARS:
     @property
     def policy(self) -> LinearPolicy:
         """The current linear policy (a copy)."""
-        return LinearPolicy(self.M.copy(), self.mean.copy(), self.std.copy(), self.low, self.high)
+        # low/high too: they are the environment's action_space arrays, which clip every later rollout
+        return LinearPolicy(self.M.copy(), self.mean.copy(), self.std.copy(), self.low.copy(), self.high.copy())
 
     def check_actions(self, acts: np.ndarray, name: str) -> None:
         """ValueError if the actions are not (T, act_dim) or any lies outside the environment's Box."""
@@ -219,14 +220,24 @@ class ARS:
         self.std = np.sqrt(np.maximum(self._sumsq / self._n - self.mean**2, 1e-8))
 
     def rollouts(self, n: int, seed: int | None = None, action_noise: float = 0.0) -> list[Segment]:
-        """``n`` rollouts of the current policy; true returns are kept in ``last_true_returns``."""
+        """``n`` rollouts of the current policy; true returns are kept in ``last_true_returns``.
+
+        With ``seed`` the draws come from a generator of their own, so a seeded evaluation (e.g. in an
+        :meth:`AIHF.fit` callback) leaves the training stream where it was; without, they continue that stream.
+        """
+        train_rng = self._rng
         if seed is not None:
+            # reseeding the training stream here made every later perturbation depend on the evaluation seed
             self._rng = np.random.default_rng(seed)
-        out, rets = [], []
-        for _ in range(n):
-            seg, tr, _ = self._rollout(self.M, action_noise)
-            out.append(seg)
-            rets.append(tr)
+        try:
+            out, rets = [], []
+            for _ in range(n):
+                seg, tr, _ = self._rollout(self.M, action_noise)
+                out.append(seg)
+                rets.append(tr)
+        finally:
+            if seed is not None:
+                self._rng = train_rng
         self.last_true_returns = np.asarray(rets)
         return out
 

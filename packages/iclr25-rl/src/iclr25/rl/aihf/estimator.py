@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import logging
 import math
@@ -30,6 +31,16 @@ def bt_log_likelihood(ra: torch.Tensor, rb: torch.Tensor, label: torch.Tensor) -
 
 def _l2(reward: RewardModel) -> torch.Tensor:
     return sum((p * p).sum() for p in reward.parameters())
+
+
+def _grad_enabled() -> contextlib.ExitStack:
+    """Autograd on whatever the caller's mode: the reward steps differentiate the objective themselves."""
+    # A fit inside torch.no_grad() or torch.inference_mode() used to fail with "element 0 of tensors does not
+    # require grad" on the autograd path only (the closed-form linear path ran).
+    stack = contextlib.ExitStack()
+    stack.enter_context(torch.inference_mode(False))
+    stack.enter_context(torch.enable_grad())
+    return stack
 
 
 def _check_actions(opt: Any, D: TrajectoryDataset, P: PreferenceDataset) -> None:
@@ -88,16 +99,17 @@ def fit_bradley_terry(
         with torch.no_grad():
             reward.theta.copy_(torch.as_tensor(theta))
         return reward
-    ra = reward.prepare(prefs.seg_a, gamma, "PreferenceDataset.seg_a")
-    rb = reward.prepare(prefs.seg_b, gamma, "PreferenceDataset.seg_b")
-    y = torch.as_tensor(y_np, dtype=reward.dtype, device=reward.device)
-    params = [p for p in reward.parameters() if p.requires_grad]
-    for _ in range(max_iter):
-        J = bt_log_likelihood(ra(), rb(), y) - 0.5 * l2 * _l2(reward)
-        grads = torch.autograd.grad(J, params)
-        with torch.no_grad():
-            for p, g in zip(params, grads, strict=True):
-                p.add_(lr * g)
+    with _grad_enabled():
+        ra = reward.prepare(prefs.seg_a, gamma, "PreferenceDataset.seg_a")
+        rb = reward.prepare(prefs.seg_b, gamma, "PreferenceDataset.seg_b")
+        y = torch.as_tensor(y_np, dtype=reward.dtype, device=reward.device)
+        params = [p for p in reward.parameters() if p.requires_grad]
+        for _ in range(max_iter):
+            J = bt_log_likelihood(ra(), rb(), y) - 0.5 * l2 * _l2(reward)
+            grads = torch.autograd.grad(J, params)
+            with torch.no_grad():
+                for p, g in zip(params, grads, strict=True):
+                    p.add_(lr * g)
     return reward
 
 
@@ -231,7 +243,7 @@ class AIHF:
         """
         # Seeded for reproducible stochastic reward models, forked so that fitting does not reseed the caller's
         # stream (a fit between torch.manual_seed(s) and a model init made the init independent of s).
-        with torch.random.fork_rng(devices=[]):
+        with torch.random.fork_rng(devices=[]), _grad_enabled():
             torch.default_generator.manual_seed(self.seed)
             return self._fit(D, P, iters, callback)
 
@@ -242,7 +254,6 @@ class AIHF:
         iters: int,
         callback: Callable[[int, AIHF], None] | None,
     ) -> AIHF:
-        self._callback = callback
         D = TrajectoryDataset.from_rollouts([]) if D is None else D
         P = PreferenceDataset.empty() if P is None else P
         if not isinstance(D, TrajectoryDataset):
@@ -269,7 +280,7 @@ class AIHF:
         self.history_: list[dict[str, float]] = []
         self.weights_ = (w_d, w_p)
         if isinstance(reward, LinearReward) and getattr(opt, "exact", False) and hasattr(opt, "policy_features"):
-            self._fit_linear_exact(D, P, iters, w_d, w_p)
+            self._fit_linear_exact(D, P, iters, w_d, w_p, callback)
             self.reward_, self.policy_ = reward, opt.policy
             return self
         params = [p for p in reward.parameters() if p.requires_grad]
@@ -313,8 +324,8 @@ class AIHF:
                     "feature_gap": float(gap.detach()),
                 }
             )
-            if self._callback is not None:
-                self._callback(k, self)
+            if callback is not None:
+                callback(k, self)
             if w_d > 0:
                 opt.improve(reward, self.policy_steps_per_iter)
         self._final_policy_steps(w_d, iters)
@@ -327,7 +338,15 @@ class AIHF:
         if w_d == 0:
             self.policy_optimizer.improve(self.reward, self.policy_steps_per_iter * iters)
 
-    def _fit_linear_exact(self, D: TrajectoryDataset, P: PreferenceDataset, iters: int, w_d: float, w_p: float) -> None:
+    def _fit_linear_exact(
+        self,
+        D: TrajectoryDataset,
+        P: PreferenceDataset,
+        iters: int,
+        w_d: float,
+        w_p: float,
+        callback: Callable[[int, AIHF], None] | None,
+    ) -> None:
         # Linear reward + exact tabular policy features: the same update as the autograd path, in closed form
         # (ĝ = (w_D/β)(Φ_D − Φ_π) + w_P ΔΦᵀ(y − σ(ΔΦθ))/M − l2·θ), about 50× faster on tiny MDPs.
         reward, opt, gamma = self.reward, self.policy_optimizer, self.policy_optimizer.gamma
@@ -369,8 +388,8 @@ class AIHF:
             with torch.no_grad():
                 reward.theta.copy_(torch.as_tensor(theta))
             self.history_.append({"iter": k, "objective": J, "grad_norm2": float(g @ g), "bt": bt, "feature_gap": gap})
-            if self._callback is not None:
-                self._callback(k, self)
+            if callback is not None:
+                callback(k, self)
             if w_d > 0:
                 opt.improve(reward, self.policy_steps_per_iter)
         self._final_policy_steps(w_d, iters)

@@ -115,7 +115,7 @@ def soft_value_iteration(
     gamma: float,
     temp: float,
     iters: int = 300,
-    V0: torch.Tensor | None = None,
+    V0: np.ndarray | torch.Tensor | None = None,
     ref: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Soft (entropy- or KL-regularized) value iteration, differentiable in ``r``.
@@ -130,7 +130,7 @@ def soft_value_iteration(
     gamma : discount in [0, 1).
     temp : temperature T > 0 (β in the paper, or the KL weight).
     iters : number of backups, >= 1.
-    V0 : (S,) warm start, default zeros.
+    V0 : (S,) warm start (array or tensor), default zeros.
     ref : (S, A) reference policy for the KL-regularized case.
 
     Returns
@@ -151,7 +151,8 @@ def soft_value_iteration(
     log_ref = None
     if ref is not None:
         log_ref = torch.log(torch.as_tensor(ref, dtype=r.dtype, device=r.device).clamp_min(1e-300))
-    V = torch.zeros(P.shape[0], dtype=r.dtype, device=r.device) if V0 is None else V0.to(r)
+    # as_tensor: a numpy V0 (SoftVI keeps its values as numpy) is taken like a numpy P, r or ref
+    V = torch.zeros(P.shape[0], dtype=r.dtype, device=r.device) if V0 is None else torch.as_tensor(V0).to(r)
     Q = r
     for _ in range(iters):
         Q = r + gamma * (P @ V)
