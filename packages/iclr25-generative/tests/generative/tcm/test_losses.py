@@ -425,3 +425,11 @@ def test_rng_rewind_restores_the_cuda_generator_too(monkeypatch):
     with tcm_losses._same_rng(torch.device("cpu")) as rewind:
         rewind()
     assert len(restored) == 1  # a CPU device leaves the CUDA generator alone
+
+
+def test_loss_repr_shows_the_configuration():
+    """Both losses hold no tensors and used to print as ``ConsistencyTrainingLoss()`` whatever their settings."""
+    r1 = repr(ConsistencyTrainingLoss(ECTSchedule(q=4.0), P_mean=-0.5, c=0.06, weighting="one"))
+    assert "q=4.0" in r1 and "P_mean=-0.5" in r1 and "c=0.06" in r1 and "weighting='one'" in r1
+    r2 = repr(TruncatedConsistencyLoss(ECTSchedule(), t_prime=2.0, w_boundary=0.0, t_dist="lognormal"))
+    assert "t_prime=2.0" in r2 and "w_boundary=0.0" in r2 and "t_dist='lognormal'" in r2

@@ -158,3 +158,10 @@ def test_sampling_a_plain_function_closed_form():
     )
     assert got.dtype == torch.float32
     torch.testing.assert_close(got, want)
+
+
+def test_repr_shows_t_prime():
+    """t' is not in the state dict; printing the model used to show only the two submodules."""
+    tcm = TruncatedCM(Lin(3.0), Lin(2.0).requires_grad_(False), t_prime=0.5)
+    assert "t_prime=0.5" in repr(tcm)
+    assert "(student): Lin()" in repr(tcm) and "(teacher): Lin()" in repr(tcm)

@@ -1,5 +1,7 @@
 """The two-stage drivers: ``train_tcm`` wiring, the continued Delta_t counter and failure handling."""
 
+import copy
+
 import numpy as np
 import pytest
 import torch
@@ -121,3 +123,19 @@ def test_train_truncated_rejects_a_plain_model():
     torch.manual_seed(0)
     with pytest.raises(TypeError, match="tcm must be a TruncatedCM, got EDMPrecond"):
         train_truncated(_net(), _data(), 1, TruncatedConsistencyLoss(ECTSchedule()), batch_size=8)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_numpy_data_hint_converts_to_the_model_dtype(dtype):
+    """The hint used to be a bare torch.from_numpy(data): numpy's float64 then crashed a float32 network."""
+    torch.manual_seed(0)
+    model, sched = _net().to(dtype), ECTSchedule(double_every=1)
+    arr = np.random.default_rng(0).normal(size=(64, 2))  # numpy's default float64
+    with pytest.raises(TypeError, match=rf"torch\.from_numpy\(data\)\.to\({dtype}\)"):
+        train_consistency(model, arr, 1, ConsistencyTrainingLoss(sched), batch_size=8)
+    tcm = TruncatedCM(_net().to(dtype), _net().to(dtype).requires_grad_(False), 1.0)
+    with pytest.raises(TypeError, match=rf"\.to\({dtype}\)"):
+        train_truncated(tcm, arr, 1, TruncatedConsistencyLoss(sched), batch_size=8)
+    before = copy.deepcopy(model)
+    train_consistency(model, torch.from_numpy(arr).to(dtype), 1, ConsistencyTrainingLoss(sched), batch_size=8)
+    assert not _same(before, model)  # the suggested conversion trains

@@ -176,9 +176,15 @@ def _pair_loss(
     cond: dict[str, Any],
     c: float,
     generator: torch.Generator | None,
+    weighting: str,
+    sigma_data: float,
 ) -> torch.Tensor:
-    """d(f(x + t n, t), stopgrad f(x + r n, r)) with shared noise n and a shared dropout mask."""
+    """w(t) d(f(x + t n, t), stopgrad f(x + r n, r)) with shared noise n and a shared dropout mask.
+
+    ``t``, ``r``: (B,) levels in at least float32; returns (B,) in the network's output dtype.
+    """
     n = torch.randn(x0.shape, generator=generator, device=x0.device, dtype=x0.dtype)
+    w = _weight(weighting, t, t - r, sigma_data)
     t, r = t.to(x0.dtype), r.to(x0.dtype)
     y_t, y_r = x0 + bcast(t, x0) * n, x0 + bcast(r, x0) * n
     with _same_rng(x0.device) as rewind:
@@ -186,7 +192,12 @@ def _pair_loss(
         rewind()
         with torch.no_grad():
             d_r = torch.nan_to_num(f(y_r, r, **cond))
-    return pseudo_huber(d_t, d_r.detach(), c)
+    out = torch.promote_types(d_t.dtype, d_r.dtype)
+    # weight and distance meet in at least float32: at small t, 1/Delta_t (or 1/c_out^2) is far beyond
+    # float16's 65504 while the distance is of order Delta_t, so only their product fits the network's
+    # dtype (casting the weight first gave inf, and inf * 0 = NaN for rows whose outputs coincide)
+    work = compute_dtype(d_t, d_r, w)
+    return (w.to(work) * pseudo_huber(d_t.to(work), d_r.detach().to(work), c)).to(out)
 
 
 class ConsistencyTrainingLoss(nn.Module):
@@ -231,6 +242,13 @@ class ConsistencyTrainingLoss(nn.Module):
         self.schedule, self.P_mean, self.P_std = schedule, float(P_mean), float(P_std)
         self.t_min, self.t_max, self.c, self.weighting, self.sigma_data = t_min, t_max, c, weighting, sigma_data
 
+    def extra_repr(self) -> str:
+        # the losses hold no tensors: without this every configuration prints as "ConsistencyTrainingLoss()"
+        return (
+            f"schedule={self.schedule}, P_mean={self.P_mean}, P_std={self.P_std}, t_min={self.t_min}, "
+            f"t_max={self.t_max}, c={self.c}, weighting={self.weighting!r}, sigma_data={self.sigma_data}"
+        )
+
     def sample_t(self, n: int, generator: torch.Generator | None = None) -> torch.Tensor:
         """(n,) float64 noise levels from the truncated log-normal."""
         return sample_truncated_lognormal(n, self.P_mean, self.P_std, self.t_min, self.t_max, generator)
@@ -258,8 +276,7 @@ class ConsistencyTrainingLoss(nn.Module):
         # inf, so t, r and the weight are formed in at least float32 (the network still sees x0's dtype)
         t = t.to(x0.device, compute_dtype(x0))
         r = self.schedule.r(t, step)
-        d = _pair_loss(denoiser, x0, t, r, cond or {}, self.c, generator)
-        return _weight(self.weighting, t, t - r, self.sigma_data).to(d.dtype) * d
+        return _pair_loss(denoiser, x0, t, r, cond or {}, self.c, generator, self.weighting, self.sigma_data)
 
 
 class TruncatedConsistencyLoss(nn.Module):
@@ -322,6 +339,14 @@ class TruncatedConsistencyLoss(nn.Module):
         self.t_dist, self.df, self.loc, self.scale = t_dist, df, loc, scale
         self.c, self.weighting, self.t_min, self.t_max, self.sigma_data = c, weighting, t_min, t_max, sigma_data
 
+    def extra_repr(self) -> str:
+        return (
+            f"schedule={self.schedule}, t_prime={self.t_prime}, boundary_prob={self.boundary_prob}, "
+            f"w_boundary={self.w_boundary}, t_dist={self.t_dist!r}, df={self.df}, loc={self.loc}, "
+            f"scale={self.scale}, c={self.c}, weighting={self.weighting!r}, t_min={self.t_min}, "
+            f"t_max={self.t_max}, sigma_data={self.sigma_data}"
+        )
+
     def sample_t(self, n: int, generator: torch.Generator | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """(n,) float64 noise levels and the (n,) bool mask of boundary samples (t = t')."""
         if self.t_dist == "student_t":
@@ -374,8 +399,7 @@ class TruncatedConsistencyLoss(nn.Module):
         # float32 round-off must not send a boundary sample (t = t') to the teacher
         t = torch.where(boundary, torch.full_like(t, self.t_prime), t.clamp_min(self.t_prime))
         r = self.schedule.r(t, step)
-        d = _pair_loss(model, x0, t, r, cond or {}, self.c, generator)
-        per = _weight(self.weighting, t, t - r, self.sigma_data).to(d.dtype) * d
+        per = _pair_loss(model, x0, t, r, cond or {}, self.c, generator, self.weighting, self.sigma_data)
         zero = per.sum() * 0
         l_c = per[~boundary].mean() if bool((~boundary).any()) else zero
         l_b = per[boundary].mean() if bool(boundary.any()) else zero

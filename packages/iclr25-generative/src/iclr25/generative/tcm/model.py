@@ -59,6 +59,10 @@ class TruncatedCM(nn.Module):
             teacher.requires_grad_(False)
         self.student, self.teacher, self.t_prime = student, teacher.eval(), float(t_prime)
 
+    def extra_repr(self) -> str:
+        # t' is no tensor, so neither the state dict nor the submodules' lines show it
+        return f"t_prime={self.t_prime}"
+
     def train(self, mode: bool = True) -> TruncatedCM:
         """Set the student's mode; the teacher stays in eval mode (no dropout in boundary targets)."""
         self.training = mode

@@ -24,11 +24,16 @@ __all__ = ["TCMConfig", "pretrain_edm", "train_consistency", "train_tcm", "train
 log = logging.getLogger(__name__)
 
 
-def _check_data(data: Any) -> None:
+def _check_data(data: Any, model: Any = None) -> None:
     if isinstance(data, np.ndarray):  # the trainer would iterate it row by row, failing later on "x0"
+        # the suggestion names the model's dtype: torch.from_numpy keeps numpy's float64, which a float32
+        # network rejects at its first matmul
+        params = model.parameters() if isinstance(model, nn.Module) else ()
+        p = next((q for q in params if q.is_floating_point()), None)
+        dtype = p.dtype if p is not None else torch.float32
         raise TypeError(
             f"data expects a torch.Tensor (N, ...) or a callable f(generator) -> batch, got a numpy array of "
-            f"shape {data.shape}; pass torch.from_numpy(data)"
+            f"shape {data.shape}; pass torch.from_numpy(data).to({dtype})"
         )
     if isinstance(data, torch.Tensor):
         if not data.is_floating_point():
@@ -72,7 +77,7 @@ def _train_on_copy(model: nn.Module, loss_fn, data: Any, steps: int, start: int,
 def pretrain_edm(denoiser: nn.Module, data: Any, steps: int, lr: float = 1e-3, batch_size: int = 512, seed: int = 0,
                  sigma_data: float = 0.5) -> nn.Module:  # fmt: skip
     """EDM denoiser pre-training (ECT initialises stage 1 from it); returns ``denoiser`` trained in place."""
-    _check_data(data)
+    _check_data(data, denoiser)
     return _train_on_copy(
         denoiser, lambda m, x, g: edm_loss(m, x, sigma_data=sigma_data, generator=g), data, steps, 0,
         lr=lr, batch_size=batch_size, seed=seed, log_every=0,
@@ -84,7 +89,7 @@ def train_consistency(
     batch_size: int = 512, seed: int = 0, grad_clip: float | None = 1.0,
 ) -> nn.Module:  # fmt: skip
     """Stage-1 consistency training for ``steps`` iterations, the Delta_t counter starting at ``start_step``."""
-    _check_data(data)
+    _check_data(data, model)
     _check_loss(loss, ConsistencyTrainingLoss, "train_truncated")
     fn = _stepped(lambda m, x, g, k: loss(m, x, k, generator=g), start_step)
     return _train_on_copy(
@@ -97,7 +102,7 @@ def train_truncated(
     batch_size: int = 512, seed: int = 0, grad_clip: float | None = 1.0,
 ) -> TruncatedCM:  # fmt: skip
     """Stage-2 truncated training of ``tcm.student``; ``start_step`` continues stage 1's counter."""
-    _check_data(data)
+    _check_data(data, tcm)
     if not isinstance(tcm, TruncatedCM):
         raise TypeError(f"tcm must be a TruncatedCM, got {type(tcm).__name__}")
     _check_loss(loss, TruncatedConsistencyLoss, "train_consistency")
