@@ -19,6 +19,7 @@ import numpy as np
 import torch
 
 from iclr25.core.device import compute_dtype
+from iclr25.core.modes import eval_mode
 
 __all__ = ["bd_psnr", "bd_rate", "fit_curve", "rd_point"]
 
@@ -243,15 +244,11 @@ def rd_point(
     from iclr25.compress.auxt.model import AuxTModel, _pad, check_images
 
     check_images(images, pad=True, name="images")
-    was_training = model.training
-    model.eval()
-    try:
-        with torch.no_grad():
-            if real_bitstream:
-                model.update(force=True)
-            return _rd_point(model, images, real_bitstream, pad, isinstance(model, AuxTModel), _pad)
-    finally:
-        model.train(was_training)
+    # every submodule gets its own train/eval flag back (model.train(was) would reset frozen parts)
+    with eval_mode(model), torch.no_grad():
+        if real_bitstream:
+            model.update(force=True)
+        return _rd_point(model, images, real_bitstream, pad, isinstance(model, AuxTModel), _pad)
 
 
 def _rd_point(model, images, real_bitstream: bool, pad: bool, auxt: bool, pad_fn) -> dict[str, float]:

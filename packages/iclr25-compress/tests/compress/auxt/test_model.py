@@ -394,3 +394,13 @@ def test_update_passes_update_quantiles_to_the_base(cls):
     assert not torch.equal(eb.quantiles, cls(16, 24).entropy_bottleneck.quantiles)  # re-estimated
     assert torch.equal(eb.quantiles, eb_ref.quantiles)
     assert torch.equal(eb._quantized_cdf, eb_ref._quantized_cdf)
+
+
+def test_rd_point_gives_each_submodule_its_own_mode_back():
+    # a codec trained with a frozen hyper-analysis: model.train(was) after measuring used to unfreeze it
+    torch.manual_seed(0)
+    net = attach_auxt(cm.MeanScaleHyperprior(16, 24)).train()
+    net.base.h_a.eval()
+    before = [m.training for m in net.modules()]
+    rd_point(net, torch.rand(1, 3, 64, 64))
+    assert [m.training for m in net.modules()] == before

@@ -11,6 +11,7 @@ command) stay free of torch:
 - :mod:`iclr25.core.cards`       paper cards (the single source of truth for claims)
 - :mod:`iclr25.core.experiments` the experiment registry behind ``iclr25 reproduce``
 - :mod:`iclr25.core.bench`       the shared timer of the ratio benchmarks (warm-up, sync, median)
+- :mod:`iclr25.core.modes`       eval mode for a block, every submodule's train/eval flag restored after
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from typing import Any
 
 __version__ = "0.1.0"
 
-_SUBMODULES = ("bench", "cards", "device", "experiments", "io", "lazy", "progress", "seed", "triton")
+_SUBMODULES = ("bench", "cards", "device", "experiments", "io", "lazy", "modes", "progress", "seed", "triton")
 __all__ = ["__version__", *_SUBMODULES]
 
 

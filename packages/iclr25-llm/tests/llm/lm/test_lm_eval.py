@@ -323,3 +323,15 @@ def test_cloze_from_one_text_string():
     assert cloze_from_corpus(text, n=5, seed=1) == cloze_from_corpus([text], n=5, seed=1)
     with pytest.raises(ValueError, match="context_lines"):
         cloze_from_corpus([text], n=1, context_lines=-1)
+
+
+def test_evaluation_gives_each_submodule_its_own_mode_back():
+    # model.train(was) after evaluation used to switch a frozen (eval) part of a training model back on
+    m = TinyLlama(TinyLlamaConfig(d_model=16, n_layers=2, n_heads=2)).train()
+    m.model.layers[0].eval()
+    before = [mod.training for mod in m.modules()]
+    tokens = torch.randint(0, 256, (40,), generator=torch.Generator().manual_seed(4))
+    perplexity(m, tokens, seq_len=8)
+    next_token_accuracy(m, tokens, seq_len=8)
+    generate(m, tokens[:3], 2)
+    assert [mod.training for mod in m.modules()] == before

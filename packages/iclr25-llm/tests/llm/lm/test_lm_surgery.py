@@ -321,3 +321,18 @@ def test_calibration_bad_input_is_rejected():
         replace_linears(m, None)
     with pytest.raises(TypeError, match="calibration batches"):
         capture_inputs(m, ["lm_head"], [3])
+
+
+def test_calibration_passes_give_each_submodule_its_own_mode_back():
+    # a model being fine-tuned with a frozen (eval) embedding: model.train(was) after calibration
+    # used to switch the embedding back to train mode
+    m = _tiny().train()
+    m.model.embed_tokens.eval()
+    before = [mod.training for mod in m.modules()]
+    batches = [torch.randint(0, 256, (1, 6), generator=torch.Generator().manual_seed(3))]
+    capture_inputs(m, ["model.layers.0.mlp.down_proj"], batches)
+    assert [mod.training for mod in m.modules()] == before
+    seen = []
+    sequential_ptq(m, lambda i, block, run: seen.append(block.training), batches)
+    assert seen == [False] * len(decoder_layers(m))  # calibrated in eval mode
+    assert [mod.training for mod in m.modules()] == before

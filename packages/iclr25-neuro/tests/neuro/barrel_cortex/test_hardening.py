@@ -143,3 +143,17 @@ def test_analyses_refuse_a_column_of_labels():
             with pytest.raises(ValueError, match=r"labels must be 1-D \[N\] class indices, got shape \(3, 1\)"):
                 call()
     assert 0.0 <= evaluate(m, x, y) <= 1.0
+
+
+def test_evaluate_restores_each_submodule_mode_and_builds_no_graph():
+    m = BarrelCortexRSNN(scale=0.05, seed=0).train()
+    m.cortex.eval()  # a frozen column inside a training model; model.train(was) used to unfreeze it
+    before = [mod.training for mod in m.modules()]
+    x = (torch.rand(6, 2, 4, 93, generator=torch.Generator().manual_seed(1)) < 0.3).float()
+    y = torch.tensor([0, 1, 2, 0, 1, 2])
+    graphs = []
+    hook = m.register_forward_hook(lambda _m, _i, out: graphs.append(out.requires_grad))
+    acc = evaluate(m, x, y, batch_size=4)
+    hook.remove()
+    assert 0.0 <= acc <= 1.0 and graphs == [False, False]  # two batches, no autograd graph kept
+    assert [mod.training for mod in m.modules()] == before

@@ -16,18 +16,19 @@ The taps are found by a dry run (layers that halve / double the spatial size) or
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import math
 import numbers
 import struct
 import zlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import nn
+
+from iclr25.core.modes import eval_mode
 
 from .haar import _check_map
 from .shortcuts import WLS, InverseWLS
@@ -123,7 +124,7 @@ def find_taps(transform: nn.Sequential, x: torch.Tensor, kind: str = "down") -> 
     found = []
     h = x
     # In train mode the probe would update BatchNorm running statistics of the user's transform.
-    with torch.no_grad(), _eval_mode(transform):
+    with torch.no_grad(), eval_mode(transform):
         for i, layer in enumerate(transform):
             out = layer(h)
             (hi, wi), (ho, wo) = h.shape[-2:], out.shape[-2:]
@@ -131,22 +132,6 @@ def find_taps(transform: nn.Sequential, x: torch.Tensor, kind: str = "down") -> 
                 found.append((i, h.shape[1], out.shape[1]))
             h = out
     return found
-
-
-@contextlib.contextmanager
-def _eval_mode(module: nn.Module) -> Iterator[None]:
-    """Put ``module`` in eval mode, then give every submodule back its own mode.
-
-    ``module.train(was_training)`` would not do: it sets one mode on all submodules and so would
-    switch a submodule the user froze in eval mode (or left in train mode) to its parent's mode.
-    """
-    modes = [(m, m.training) for m in module.modules()]
-    module.eval()
-    try:
-        yield
-    finally:
-        for m, mode in modes:
-            m.training = mode
 
 
 def check_images(x: Any, multiple: int = 1, pad: bool = False, name: str = "x") -> None:
@@ -262,7 +247,7 @@ class AuxTModel(nn.Module):
         param = next(base.parameters())
         probe = torch.zeros(1, 3, probe_size, probe_size, device=param.device, dtype=param.dtype)
         # The dry run needs eval mode; the user's modes, submodule by submodule, come back even if it fails.
-        with _eval_mode(base):
+        with eval_mode(base):
             down = find_taps(base.g_a, probe, "down")
             with torch.no_grad():
                 y = base.g_a(probe)

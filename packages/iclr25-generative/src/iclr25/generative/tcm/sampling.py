@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import numbers
 import warnings
 from collections.abc import Callable, Sequence
@@ -9,6 +10,7 @@ from typing import Any
 
 import torch
 
+from iclr25.core.modes import eval_mode
 from iclr25.generative.diffusion import samplers
 
 from .model import TruncatedCM
@@ -60,14 +62,7 @@ def consistency_sample(
         dtype = p.dtype if p is not None and p.is_floating_point() else torch.float32
     # each submodule's own flag is restored: f.train(mode) would also switch on submodules the
     # caller keeps in eval mode (a frozen encoder, BatchNorm statistics) mid-training
-    modes = [(m, m.training) for m in f.modules()] if isinstance(f, torch.nn.Module) else []
-    if isinstance(f, torch.nn.Module):
-        f.eval()
-    try:
-        with torch.no_grad():
-            return samplers.consistency_sample(
-                f, shape, sigmas, sigma_min=sigma_min, cond=cond, generator=generator, device=device, dtype=dtype
-            )
-    finally:
-        for m, mode in modes:
-            m.training = mode
+    with eval_mode(f) if isinstance(f, torch.nn.Module) else contextlib.nullcontext(), torch.no_grad():
+        return samplers.consistency_sample(
+            f, shape, sigmas, sigma_min=sigma_min, cond=cond, generator=generator, device=device, dtype=dtype
+        )

@@ -12,6 +12,7 @@ import torch
 from torch import nn
 
 from iclr25.core.device import compute_dtype
+from iclr25.core.modes import eval_mode
 from iclr25.generative.diffusion import samplers, training
 from iclr25.generative.diffusion.losses import x0_from_eps
 from iclr25.generative.diffusion.schedules import VPSchedule
@@ -233,16 +234,11 @@ class TopoDiffusionTrainer:
         # a sample taken inside a user's training loop (a progress check) used to leave the network in
         # eval mode, silently switching dropout off for the following loss() steps; each submodule's
         # own flag is put back, since unet.train(mode) would also flip submodules the user had frozen
-        modes = [(m, m.training) for m in self.unet.modules()]
-        self.unet.eval()
-        try:
+        with eval_mode(self.unet):
             # drawn in float32 and cast, so a seeded generator gives the same noise at every network dtype
             x_T = torch.randn((counts.shape[0], 1, size, size), generator=generator, device=dev).to(dtype)
             cond = {"class_labels": self.labels(counts.to(dev))}
             return samplers.ddim_sample(self.unet, self.schedule, x_T, steps, cond=cond, clip_x0=1.0)
-        finally:
-            for m, mode in modes:
-                m.training = mode
 
 
 def count_accuracy(

@@ -20,6 +20,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from iclr25.core.device import compute_dtype
+from iclr25.core.modes import eval_mode
 
 from ._kv_compat import cache_kwarg, returned_cache
 from .data import _check_stream, eval_windows
@@ -53,13 +54,9 @@ def _logits(out) -> torch.Tensor:
 
 @contextlib.contextmanager
 def _eval_mode(model: nn.Module):
-    was = model.training
-    model.eval()
-    try:
-        with torch.no_grad():
-            yield
-    finally:
-        model.train(was)
+    # each submodule's own flag comes back (model.train(was) would reset a frozen part's mode)
+    with eval_mode(model), torch.no_grad():
+        yield
 
 
 def _check_ids2d(model: nn.Module, input_ids) -> torch.Tensor:

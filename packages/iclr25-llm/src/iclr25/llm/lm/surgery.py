@@ -18,6 +18,7 @@ import torch
 from torch import nn
 
 from iclr25.core.device import compute_dtype
+from iclr25.core.modes import eval_mode
 
 __all__ = [
     "as_linear_weight",
@@ -142,16 +143,13 @@ def _run_hooked(model: nn.Module, mods: dict[str, nn.Module], hook_for, batches:
     """Run ``batches`` through ``model`` in eval mode with ``hook_for(name)`` as each module's
     forward pre-hook; hooks are removed and the training flag restored even on error."""
     handles = [m.register_forward_pre_hook(hook_for(n)) for n, m in mods.items()]
-    was = model.training
-    model.eval()
     try:
-        with torch.no_grad():
+        with eval_mode(model), torch.no_grad():
             for b in batches:
                 _run(model, b)
     finally:
         for h in handles:
             h.remove()
-        model.train(was)
 
 
 def _resolve(model: nn.Module, names: Sequence[str]) -> dict[str, nn.Module]:
@@ -275,35 +273,33 @@ def sequential_ptq(
         raise _Stop
 
     handle = blocks[0].register_forward_pre_hook(catch, with_kwargs=True)
-    was = model.training
-    model.eval()
     results = []
-    try:
-        with torch.no_grad():
-            for b in calib_batches:
-                with contextlib.suppress(_Stop):
-                    _run(model, b)
-        handle.remove()
-        if not captured:
-            raise ValueError("calib_batches is empty")
-
-        def with_hidden(args, kwargs, h):
-            # the block's hidden states come positionally (TinyLlama, GPT-2) or by keyword (some HF)
-            return ((h, *args[1:]), kwargs) if args else (args, {**kwargs, "hidden_states": h})
-
-        def forward_all(block: nn.Module) -> list[torch.Tensor]:
-            outs = []
+    with eval_mode(model):
+        try:
             with torch.no_grad():
-                for args, kwargs in captured:
-                    out = block(*args, **kwargs)
-                    outs.append(out[0] if isinstance(out, tuple) else out)
-            return outs
+                for b in calib_batches:
+                    with contextlib.suppress(_Stop):
+                        _run(model, b)
+            handle.remove()
+            if not captured:
+                raise ValueError("calib_batches is empty")
 
-        for i, block in enumerate(blocks):
-            results.append(quantize_layer(i, block, lambda block=block: forward_all(block)))
-            outs = forward_all(block)
-            captured = [with_hidden(a, k, h) for (a, k), h in zip(captured, outs, strict=True)]
-    finally:
-        handle.remove()
-        model.train(was)
+            def with_hidden(args, kwargs, h):
+                # the block's hidden states come positionally (TinyLlama, GPT-2) or by keyword (some HF)
+                return ((h, *args[1:]), kwargs) if args else (args, {**kwargs, "hidden_states": h})
+
+            def forward_all(block: nn.Module) -> list[torch.Tensor]:
+                outs = []
+                with torch.no_grad():
+                    for args, kwargs in captured:
+                        out = block(*args, **kwargs)
+                        outs.append(out[0] if isinstance(out, tuple) else out)
+                return outs
+
+            for i, block in enumerate(blocks):
+                results.append(quantize_layer(i, block, lambda block=block: forward_all(block)))
+                outs = forward_all(block)
+                captured = [with_hidden(a, k, h) for (a, k), h in zip(captured, outs, strict=True)]
+        finally:
+            handle.remove()
     return results

@@ -16,6 +16,7 @@ from collections.abc import Iterable, Sequence
 import torch
 from torch import nn
 
+from iclr25.core.modes import eval_mode
 from iclr25.core.triton import Backend, BackendOp
 
 from .reference import token_stats_reference
@@ -285,15 +286,8 @@ def model_token_stats(
     input_ids, mask = _check_batch(input_ids, attention_mask)
     # Every submodule's own flag is restored (model.train(was) alone would overwrite a submodule
     # the caller had put in the other mode, e.g. a frozen backbone in eval inside a training model).
-    modes = [(m, m.training) for m in model.modules()]
-    model.eval()
-    try:
-        with torch.no_grad():
-            logits = _forward_logits(model, input_ids, mask)
-    finally:
-        model.train(modes[0][1])
-        for m, was in modes:
-            m.training = was
+    with eval_mode(model), torch.no_grad():
+        logits = _forward_logits(model, input_ids, mask)
     targets = input_ids[:, 1:].to(logits.device)
     ell, mu, sigma = token_stats(logits[:, :-1], targets, backend=backend)
     return ell, mu, sigma, mask[:, 1:].to(ell.device)

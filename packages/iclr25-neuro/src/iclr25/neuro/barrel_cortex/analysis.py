@@ -10,6 +10,7 @@ import numpy as np
 import torch
 from scipy import stats
 
+from iclr25.core.modes import eval_mode
 from iclr25.core.progress import progress
 from iclr25.neuro.spiking import anova_selectivity, cv_binary, isi_cv
 
@@ -62,13 +63,13 @@ def evaluate(
     batch_size = _check_int("batch_size", batch_size, 1)
     _check_lengths(spikes, labels)
     dev, dtype = _param(model).device, _param(model).dtype
-    was = model.training
-    model.eval()
     correct = 0
-    for i in range(0, len(labels), batch_size):
-        scores = model(_as_tensor(spikes[i : i + batch_size], dev, dtype))
-        correct += int((scores.argmax(1).cpu() == _as_tensor(labels[i : i + batch_size], torch.device("cpu"))).sum())
-    model.train(was)
+    # no autograd graph (evaluation only); the model's modes come back also when a batch fails
+    with eval_mode(model), torch.no_grad():
+        for i in range(0, len(labels), batch_size):
+            scores = model(_as_tensor(spikes[i : i + batch_size], dev, dtype))
+            got = scores.argmax(1).cpu() == _as_tensor(labels[i : i + batch_size], torch.device("cpu"))
+            correct += int(got.sum())
     return correct / max(len(labels), 1)
 
 
