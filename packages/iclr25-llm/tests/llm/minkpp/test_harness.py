@@ -8,6 +8,11 @@ from iclr25.llm.lm import TinyLlama, TinyLlamaConfig
 from iclr25.llm.minkpp import WordTokenizer, inject_members, loss_scores, sample_passages
 
 
+def _pico40() -> TinyLlama:
+    """The tiny 40-token model the injection tests train."""
+    return TinyLlama(TinyLlamaConfig.preset("pico", vocab_size=40, max_seq_len=32))
+
+
 def test_word_tokenizer_top_words_and_unk(tmp_path):
     tok = WordTokenizer.train(["the cat, the dog; the cat's toy."], vocab_size=4)
     assert tok.vocab_size == 4
@@ -69,7 +74,7 @@ def test_sample_passages_distinct_windows():
 
 def test_inject_members_raises_member_likelihood():
     torch.manual_seed(0)
-    model = TinyLlama(TinyLlamaConfig.preset("pico", vocab_size=40, max_seq_len=32))
+    model = _pico40()
     g = torch.Generator().manual_seed(0)
     stream = torch.randint(0, 40, (2000,), generator=g)
     members = torch.randint(0, 40, (8, 12), generator=g)
@@ -165,7 +170,7 @@ def test_sample_passages_argument_checks():
 
 def test_inject_members_argument_checks():
     torch.manual_seed(0)
-    model = TinyLlama(TinyLlamaConfig.preset("pico", vocab_size=40, max_seq_len=32))
+    model = _pico40()
     g = torch.Generator().manual_seed(0)
     stream = torch.randint(0, 40, (200,), generator=g)
     members = torch.randint(0, 40, (4, 8), generator=g)
@@ -186,7 +191,7 @@ def test_inject_members_argument_checks():
 def test_inject_members_refuses_an_empty_member_set():
     # (0, L) member_ids ran zero steps and returned {"steps": 0} as if members had been injected.
     torch.manual_seed(0)
-    model = TinyLlama(TinyLlamaConfig.preset("pico", vocab_size=40, max_seq_len=32))
+    model = _pico40()
     w0 = [p.detach().clone() for p in model.parameters()]
     stream = torch.randint(0, 40, (200,), generator=torch.Generator().manual_seed(0))
     with pytest.raises(ValueError, match=r"member_ids must be an \(N >= 1.* got shape \(0, 8\)"):
@@ -197,7 +202,7 @@ def test_inject_members_refuses_an_empty_member_set():
 def test_inject_members_names_train_tokens_in_stream_errors():
     # The shared stream check said "tokens", which is no argument of inject_members.
     torch.manual_seed(0)
-    model = TinyLlama(TinyLlamaConfig.preset("pico", vocab_size=40, max_seq_len=32))
+    model = _pico40()
     members = torch.randint(0, 40, (4, 8), generator=torch.Generator().manual_seed(0))
     with pytest.raises(TypeError, match=r"^train_tokens: "):
         inject_members(model, members, list(range(100)), 1)
@@ -250,7 +255,7 @@ def test_numpy_int_seeds_are_accepted():
     losses = []
     for seed in (2, np.int32(2)):
         torch.manual_seed(0)
-        model = TinyLlama(TinyLlamaConfig.preset("pico", vocab_size=40, max_seq_len=32))
+        model = _pico40()
         losses.append(inject_members(model, p, docs[0], 1, members_per_step=2, general_per_step=2, seed=seed)["loss"])
     assert losses[0] == losses[1]
     for bad in (1.5, "1", None, True):

@@ -10,6 +10,13 @@ from iclr25.llm.lm import ByteTokenizer, TinyLlama, TinyLlamaConfig
 from iclr25.llm.minkpp import MIAResult, evaluate_mia, mia_metrics, roc_curve
 from iclr25.llm.minkpp.metrics import _bootstrap
 
+TEXTS = ("to be or not", "that is the question", "whether tis", "nobler in the mind", "to suffer", "the slings")
+
+
+def _pico() -> TinyLlama:
+    """A tiny byte-level model (one shared size for every evaluate_mia test)."""
+    return TinyLlama(TinyLlamaConfig.preset("pico", vocab_size=256, max_seq_len=64))
+
 
 def test_auroc_equals_sklearn_with_ties():
     metrics = pytest.importorskip("sklearn.metrics")
@@ -93,9 +100,9 @@ def test_bad_labels_raise(labels, match):
 
 def test_evaluate_mia_runs_and_matches_metrics():
     torch.manual_seed(0)
-    model = TinyLlama(TinyLlamaConfig.preset("pico", vocab_size=256, max_seq_len=64))
+    model = _pico()
     tok = ByteTokenizer()
-    texts = ["to be or not", "that is the question", "whether tis", "nobler in the mind", "to suffer", "the slings"]
+    texts = list(TEXTS)
     labels = [1, 0, 1, 0, 1, 0]
     res = evaluate_mia(model, tok, texts, labels, ks=(0.2, 0.5), batch_size=4, n_bootstrap=50)
     assert isinstance(res, MIAResult)
@@ -129,7 +136,7 @@ def test_evaluate_mia_runs_and_matches_metrics():
 )
 def test_evaluate_mia_bad_input_raises(kwargs, match):
     torch.manual_seed(0)
-    model = TinyLlama(TinyLlamaConfig.preset("pico", vocab_size=256, max_seq_len=64))
+    model = _pico()
     args = {"texts": ["ab", "abc", "cd"], "labels": [0, 1, 1], "n_bootstrap": 0} | kwargs
     texts, labels = args.pop("texts"), args.pop("labels")
     with pytest.raises(ValueError, match=match):
@@ -138,7 +145,7 @@ def test_evaluate_mia_bad_input_raises(kwargs, match):
 
 def test_evaluate_mia_max_length_truncates():
     torch.manual_seed(0)
-    model = TinyLlama(TinyLlamaConfig.preset("pico", vocab_size=256, max_seq_len=64))
+    model = _pico()
     tok = ByteTokenizer()
     texts, labels = ["to be or not", "that is the"], [1, 0]
     cut = evaluate_mia(model, tok, texts, labels, methods=("loss",), max_length=4, n_bootstrap=0)
@@ -157,7 +164,7 @@ def test_non_finite_scores_are_a_value_error(bad):
 
 def test_evaluate_mia_text_arguments():
     torch.manual_seed(0)
-    model = TinyLlama(TinyLlamaConfig.preset("pico", vocab_size=256, max_seq_len=64))
+    model = _pico()
     with pytest.raises(ValueError, match="texts and labels must be sequences of equal length; got 3 and 2"):
         evaluate_mia(model, ByteTokenizer(), ["ab", "cd", "ef"], [1, 0], n_bootstrap=0)
     with pytest.raises(TypeError, match="texts must be strings; got bytes"):
@@ -168,9 +175,9 @@ def test_bootstrap_intervals_do_not_depend_on_the_other_methods_or_their_order()
     # One generator was shared by all methods in turn: at the same seed, ks=(0.2, 0.5) and
     # ks=(0.5, 0.2) gave different intervals for the same method, as did asking for one method alone.
     torch.manual_seed(0)
-    model = TinyLlama(TinyLlamaConfig.preset("pico", vocab_size=256, max_seq_len=64))
+    model = _pico()
     tok = ByteTokenizer()
-    texts = ["to be or not", "that is the question", "whether tis", "nobler in the mind", "to suffer", "the slings"]
+    texts = list(TEXTS)
     labels = [1, 0, 1, 0, 1, 1]
     a = evaluate_mia(model, tok, texts, labels, ks=(0.2, 0.5), n_bootstrap=40, seed=5)
     b = evaluate_mia(model, tok, texts, labels, ks=(0.5, 0.2), n_bootstrap=40, seed=5)
