@@ -361,6 +361,13 @@ def test_inv_dt_weight_where_r_is_clipped():
         (TruncatedConsistencyLoss, {"t_dist": "normal"}, ValueError, "t_dist must be"),
         (TruncatedConsistencyLoss, {"df": 0.0}, ValueError, "df=0.0"),
         (TruncatedConsistencyLoss, {"scale": -0.2}, ValueError, "scale=-0.2"),
+        # infinite values used to pass here: t_max, df and scale failed at the first forward only,
+        # w_boundary gave an infinite loss
+        (TruncatedConsistencyLoss, {"t_max": float("inf")}, ValueError, "t_max=inf"),
+        (TruncatedConsistencyLoss, {"t_min": 0.0}, ValueError, "t_min=0.0"),
+        (TruncatedConsistencyLoss, {"df": float("inf")}, ValueError, "df=inf"),
+        (TruncatedConsistencyLoss, {"scale": float("inf")}, ValueError, "scale=inf"),
+        (TruncatedConsistencyLoss, {"w_boundary": float("inf")}, ValueError, "w_boundary must be >= 0 and finite"),
     ],
 )
 def test_loss_constructors_name_the_bad_argument(cls, kwargs, exc, match):

@@ -318,16 +318,20 @@ class TruncatedConsistencyLoss(nn.Module):
     ) -> None:
         super().__init__()
         _check_common(schedule, c, weighting)
+        # checked here as in ConsistencyTrainingLoss: infinite values used to pass and fail only at the
+        # first forward (t_max, df, scale), or give an infinite loss (w_boundary)
+        if not 0 < t_min < t_max < math.inf:
+            raise ValueError(f"need 0 < t_min < t_max < inf, got t_min={t_min}, t_max={t_max}")
         if not (isinstance(t_prime, (int, float)) and t_min < t_prime < t_max):
             raise ValueError(f"t_prime must be in (t_min, t_max) = ({t_min}, {t_max}), got {t_prime!r}")
         if not 0 <= boundary_prob < 1:
             raise ValueError(f"boundary_prob must be in [0, 1), got {boundary_prob}")
-        if not w_boundary >= 0:
-            raise ValueError(f"w_boundary must be >= 0, got {w_boundary}")
+        if not 0 <= w_boundary < math.inf:
+            raise ValueError(f"w_boundary must be >= 0 and finite, got {w_boundary}")
         if t_dist not in ("student_t", "lognormal"):
             raise ValueError(f"t_dist must be 'student_t' or 'lognormal', got {t_dist!r}")
-        if not (df > 0 and scale > 0):
-            raise ValueError(f"df and scale must be > 0, got df={df}, scale={scale}")
+        if not (0 < df < math.inf and 0 < scale < math.inf):
+            raise ValueError(f"df and scale must be finite and > 0, got df={df}, scale={scale}")
         if not math.isfinite(loc):
             raise ValueError(f"loc must be a finite float, got {loc}")
         self.schedule, self.t_prime, self.boundary_prob, self.w_boundary = (

@@ -114,7 +114,7 @@ def train_truncated(
 
 @dataclass
 class TCMConfig:
-    """Hyper-parameters of :func:`train_tcm` (toy defaults; CIFAR-10 values in comments)."""
+    """Hyper-parameters of :func:`train_tcm` (toy defaults; a comment gives the CIFAR-10 stage-2 optimiser)."""
 
     pretrain_steps: int = 0  # EDM pre-training before stage 1 (ECT initialises from EDM)
     pretrain_lr: float = 1e-3
