@@ -8,7 +8,8 @@ energy split across channels) from scratch, which slows training. AuxT adds, in 
 analysis transform ``g_a``, a chain of linear wavelet shortcuts (WLS): at each of the 4
 downsampling stages an orthonormal Haar DWT, a learnable per-subband scaling ``exp(s)`` and a
 near-orthogonal 1×1 projection (OLP), added to the stage output; the synthesis side mirrors it
-with inverse shortcuts (iWLS). Training adds ``w_orth · Σ mean((WWᵀ − I)²)`` to the RD loss::
+with inverse shortcuts (iWLS). Training adds ``w_orth · Σ mean((WWᵀ − I)²)`` to the RD loss
+(``WᵀW`` instead of ``WWᵀ`` when ``W`` has more rows than columns)::
 
     x ─ g_a[0] ─(+)─ g_a[1..2] ─(+)─ ... ─(+)─ y      (taps after the strided layers 0, 2, 4, 6,
     └── WLS_1 ───┴──── WLS_2 ────┴─ ... ───┘          before the GDN that follows each of them)

@@ -392,8 +392,11 @@ class AuxTModel(nn.Module):
 
         Raises
         ------
+        TypeError
+            ``strings`` is not a list (per latent) of lists (per image) of bytes.
         ValueError
-            A byte string is truncated, corrupted or not produced by :meth:`compress`.
+            A byte string is truncated, corrupted or not produced by :meth:`compress`, there are
+            no byte strings, or their headers disagree on the image size.
         """
         if not isinstance(strings, (list, tuple)) or not all(isinstance(g, (list, tuple)) for g in strings):
             raise TypeError("strings must be a list (per latent) of lists (per image) of bytes")

@@ -10,6 +10,8 @@
 
 Both are linear, so each collapses to one 2×2 stride-2 (transposed) convolution, recomputed from
 ``s`` and the OLP weight; ``folded=True`` trains through that single convolution (cuDNN-friendly).
+For ``InverseWLS`` the folded bias is a 2×2-periodic pattern added after the transposed
+convolution, not a per-channel constant; only :meth:`WLS.fold` returns an ``nn.Conv2d``.
 """
 
 from __future__ import annotations

@@ -13,9 +13,9 @@ the diagonal, so sampled masks have the requested topology more often than with 
                                    ▲                                   │ critical pixels
                                    └──── gather b, d (attached) ◄──────┘ ──► lambda L_top (t < T/2)
 
-Includes a dependency-free union-find persistence with critical pixels (0-dim by the elder rule,
-1-dim by duality on the padded complement; a batched form runs a whole batch in lockstep), optional
-cripser/gudhi backends (extra ``topo``) and Betti-number evaluation.
+Includes a union-find persistence (numpy and scipy only) with critical pixels (0-dim by the elder
+rule, 1-dim by duality on the padded complement; a batched form runs a whole batch in lockstep),
+optional cripser/gudhi backends (extra ``topo``) and Betti-number evaluation.
 """
 
 from iclr25.generative.diffusion.data import annulus_masks, blob_masks

@@ -1,8 +1,9 @@
 """Masks with an exact number of components (discs) or holes (a disc with round holes), for small-scale reproductions.
 
-The shared core's :func:`~iclr25.generative.diffusion.data.blob_masks` keeps placing discs until
-they fit and never restarts, which can loop forever when five discs must fit a 16x16 canvas; this
-generator restarts a mask whose discs do not fit and checks every mask's component count.
+The shared core's :func:`~iclr25.generative.diffusion.data.blob_masks` at first never restarted a
+mask and could loop forever when five discs had to fit a 16x16 canvas (it now restarts too). This
+generator, with the reproduction's radii and gap, restarts a mask whose discs do not fit, checks
+every mask's 4- and 8-connected component count and raises after 1 000 failed attempts.
 """
 
 from __future__ import annotations
@@ -103,7 +104,7 @@ def disk_masks(
             if ndimage.label(m, structure=s8)[1] == k == ndimage.label(m)[1]:
                 masks[i, 0] = m
                 break
-        else:  # k discs cannot fit (restarting forever would hang, as blob_masks does)
+        else:  # k discs cannot fit (restarting forever would hang)
             raise RuntimeError(f"could not place {k} discs on a {size}x{size} canvas; lower counts or radius")
     return torch.from_numpy(masks), torch.from_numpy(ks)
 

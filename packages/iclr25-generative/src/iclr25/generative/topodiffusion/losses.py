@@ -185,7 +185,8 @@ class TopoMatchLoss(nn.Module):
     The diagram of the prediction is matched to the diagram of the training mask by an optimal
     (squared-distance, Wasserstein-2) partial matching; matched dots are pulled to their targets'
     (birth, death), unmatched dots pushed to the diagonal. The matching is solved exactly with
-    ``scipy.optimize.linear_sum_assignment`` (the repository uses gudhi + POT for the same problem).
+    ``scipy.optimize.linear_sum_assignment``. The repository matches with gudhi + POT at gudhi's
+    defaults (order 1, L-infinity ground distance), so its matching can differ from this one.
 
     Parameters
     ----------

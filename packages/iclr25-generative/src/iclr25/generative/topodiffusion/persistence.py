@@ -494,7 +494,7 @@ def superlevel_persistence(
     dim: 0 (connected components) or 1 (holes).
     connectivity: adjacency of the *foreground*, 4 (default) or 8. Holes are computed with the
         dual adjacency (8 or 4) on the complement, the pair for which Alexander duality holds.
-    backend: ``"unionfind"`` (dependency-free, the reference), ``"cripser"`` (4-connected only) or
+    backend: ``"unionfind"`` (numpy and scipy only, the reference), ``"cripser"`` (4-connected only) or
         ``"gudhi"``; the last two need ``pip install 'iclr25-generative[topo]'``.
 
     Returns

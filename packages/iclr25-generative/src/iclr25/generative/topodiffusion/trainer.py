@@ -46,7 +46,7 @@ class TopoDiffusionTrainer:
     Per step: t ~ U{0..T-1}, x_t = sqrt(ab) x0 + sqrt(1-ab) eps,
     x0_hat = clamp((x_t - sqrt(1-ab) eps_theta(x_t, t, c)) / sqrt(ab), -1, 1) and::
 
-        L = ||eps - eps_theta||^2 + lam * w(t) * 1[t < t_max_frac T] * L_top(x0_hat, c)
+        L = mean_pixels (eps - eps_theta)^2 + lam * w(t) * 1[t < t_max_frac T] * L_top(x0_hat, c)
 
     with ``w(t) = 1`` or the min-SNR factor min(snr, gamma) / snr. ``lam = 0`` is the paper's ADM-T
     baseline (same network and conditioning, no topology loss).

@@ -14,7 +14,7 @@ Loss, Zlib and Min-K% come from the same forward pass.
 
     ids ─► model ─► logits (B, T, V) ─► token_stats (fused: ell, mu, sigma) ─► s_t ─► min-k mean
                                                                      └─► Loss / Zlib / Min-K%
-    scores + labels ─► evaluate_mia ─► AUROC, FPR@95%TPR, TPR@5%FPR (+ bootstrap CI)
+    texts + labels ─► evaluate_mia ─► AUROC, FPR@95%TPR, TPR@5%FPR (+ bootstrap CI)
 """
 
 from .harness import inject_members, sample_passages

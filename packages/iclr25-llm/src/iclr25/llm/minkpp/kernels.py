@@ -11,8 +11,9 @@ to the first two moments). At the end, with ``c = z − m``, ``log p = c − log
 (the variance of ``log p`` equals the variance of the logits under ``p``). The ``(rows, V)``
 log-probability tensor is never written. Forward only.
 
-Import guarded: without Triton this module defines nothing callable. Set ``TRITON_INTERPRET=1``
-before importing it to run the kernel on CPU tensors (slow; used by the tests).
+Import guarded: without Triton the kernel is not defined and :func:`token_stats_triton` raises
+``RuntimeError``. Set ``TRITON_INTERPRET=1`` before importing this module to run the kernel on CPU
+tensors (slow; used by the tests).
 """
 
 from __future__ import annotations

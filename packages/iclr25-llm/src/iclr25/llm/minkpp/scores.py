@@ -92,6 +92,13 @@ def token_stats(
 
     Raises
     ------
+    TypeError
+        Non-floating ``logits`` or non-integer ``targets``.
+    ValueError
+        ``targets`` not of shape ``logits.shape[:-1]`` or outside ``[0, V)``; an unknown ``backend``.
+    BackendUnavailableError
+        ``backend="triton"`` on an input the kernel cannot run (no CUDA tensors without
+        ``TRITON_INTERPRET=1``, float64 logits).
     FloatingPointError
         When ``logits`` holds NaN or +inf, or a row whose logits are all ``-inf``.
     """

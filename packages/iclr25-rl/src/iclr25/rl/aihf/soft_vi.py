@@ -44,6 +44,7 @@ batched_soft_vi.__doc__ = """Batched soft value iteration.
 See :func:`~iclr25.rl.aihf.reference.batched_soft_vi_reference`.
 
 Call as ``batched_soft_vi(P (S, A, S), r (B, S, A), gamma, temp, iters, backend="auto")`` -> V (B, S).
-``auto`` picks the fused Triton kernel for CUDA tensors and the reference otherwise (also when r or P
-requires grad: the kernel is forward-only).
+``auto`` picks the fused Triton kernel for CUDA tensors and the reference otherwise. It also falls back to
+the reference when r or P requires grad (the kernel is forward-only), when r is not float32/float64, or
+when S > 64 or A > 8.
 """
