@@ -143,7 +143,7 @@ def whisker_deprivation_curve(
 
     k = 0: intact; k = 1: each of the 31 whiskers once (or ``draws`` distinct ones when
     ``draws < 31``); k > 1: ``draws`` random sets of k distinct whiskers from ``0..pool-1``
-    (RSNN_bfd draws ``np.random.choice(30, k)``, with replacement; we draw without).
+    (as RSNN_bfd's ``np.random.choice(30, k, replace=False)``).
 
     Parameters
     ----------
@@ -155,7 +155,8 @@ def whisker_deprivation_curve(
     Returns
     -------
     dict
-        ``ks``, ``accuracy`` (mean per k), ``per_draw`` (lists), ``spearman`` (ρ of k vs accuracy).
+        ``ks``, ``accuracy`` (mean per k), ``per_draw`` (lists), ``spearman`` (ρ of k vs accuracy;
+        NaN when there is one k or all mean accuracies are equal).
     """
     _check_lengths(force, labels)
     ks = list(ks)

@@ -2,12 +2,12 @@
 
 Data: the offline whisker simulator, 80 train / 30 test sweeps per class (quick: 40 / 15), sweep 0,
 dt = 1 (T = 110), conversion centres from the training set. Model: `BarrelCortexRSNN` at scale 0.25
-(1,055 neurons; quick: 0.1, 422 neurons), synchronous update, official readout, Adam 0.008 with the
+(1,055 neurons; quick: 0.1, 421 neurons), synchronous update, official readout, Adam 0.008 with the
 official per-group rates, batch 16, 8 epochs (quick: 2), seeds ``seed, seed+1`` (quick: one), the two
 seeds trained in two processes. Same run: vanilla RNN and LSTM (hidden 128) on the same spikes, and
 the untrained RSNN (same seed) for selectivity and firing rates. Selectivity pools the training and
 test sweeps of each class, as RSNN_bfd's ``ANOVA()`` does (both networks see the same trials).
-Deprivation over k ∈ {0,1,2,4,8} (3 draws per k) on the first seed's model.
+Deprivation over k ∈ {0,1,2,4,8} (3 draws per k > 0) on the first seed's model.
 """
 
 from __future__ import annotations

@@ -15,7 +15,8 @@ Training (`recurrent_alif_triton`, one autograd node for all T steps)::
                            reset/adaptation paths of s_{t-1}; writes g_I[t], accumulates the
                            α, ρ terms per (row, neuron)
                            g_s_{t-1} += g_I[t] @ Wᵀ                                   [cuBLAS]
-              then         grad W = Σ_t s_{t-1}ᵀ g_I[t]  as one (n, T·B) @ (T·B, n) product
+              then         grad W = Σ_t s_{t-1}ᵀ g_I[t]  as one (n, (T-1)·B) @ ((T-1)·B, n) product
+                           plus the t = 0 term s_0ᵀ g_I[0]
 
 The backward is the exact adjoint of `iclr25.neuro.spiking.reference.alif_update` (same surrogate,
 same parameters), so the gradients equal the torch step's up to float rounding; one node for the

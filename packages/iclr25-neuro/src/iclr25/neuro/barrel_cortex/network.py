@@ -79,7 +79,7 @@ class ConstrainedSpikingNetwork(nn.Module):
     Attributes
     ----------
     weight, weight_in:
-        ``(n, n)`` and ``(n_input, n)`` raw non-negative weights (row = pre).
+        ``(n, n)`` and ``(n_input, n)`` raw weights (row = pre), projected onto [0, 1] before each use.
     mask, mask_in:
         Bool buffers of the same shapes; ``sign``: ``(n,)`` ±1 per presynaptic neuron.
     """

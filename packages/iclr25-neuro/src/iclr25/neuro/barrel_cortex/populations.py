@@ -97,7 +97,8 @@ class ConnectivitySpec:
         ``(P, P)`` p(pre→post) in [0, 1]; or a pair ``(p_excitatory, p_inhibitory)`` of such tables whose
         non-zero rows must be disjoint and match ``kinds`` (RSNN_bfd layout).
     p_input:
-        ``(P,)`` p(input neuron→post) for the ``n_input`` input neurons, or ``None`` (no input mask).
+        ``(P,)`` p(input neuron→post) for the ``n_input`` input neurons, or ``None``: no input
+        synapses (the input mask is all ``False``, so inputs do not reach the network).
     n_input:
         Number of input (e.g. thalamic) neurons.
     scale:
