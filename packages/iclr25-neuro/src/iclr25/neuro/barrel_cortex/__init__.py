@@ -2,7 +2,7 @@
 
 *Biologically Constrained Barrel Cortex Model Integrates Whisker Inputs and Replicates Key Brain
 Network Dynamics* (ICLR 2025, OpenReview https://openreview.net/forum?id=UvfI4grcM7; no arXiv id
-found); official code https://github.com/fun0515/RSNN_bfd.
+found); official code https://github.com/fun0515/Barrel-Cortex-RSNN.
 
 A recurrent spiking network of one mouse barrel-cortex column: 13 populations (L4 and L2/3, 4,218
 ALIF neurons) with sizes, Dale signs and pairwise connection probabilities from Huang, Zeldenrust
