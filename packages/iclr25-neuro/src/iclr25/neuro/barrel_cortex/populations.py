@@ -16,6 +16,8 @@ from typing import NamedTuple
 import numpy as np
 import torch
 
+from .whiskers import _is_int
+
 __all__ = ["BARREL_CONNECTIVITY", "BARREL_POPULATIONS", "ConnectivitySpec", "Population"]
 
 
@@ -133,7 +135,7 @@ class ConnectivitySpec:
         if not isinstance(scale, numbers.Real) or isinstance(scale, bool) or not scale > 0 or not math.isfinite(scale):
             raise ValueError(f"scale must be a float > 0, got {scale!r}")
         # int() would silently turn seed=1.5 into the masks of seed 1
-        if not isinstance(seed, numbers.Integral) or isinstance(seed, bool):
+        if not _is_int(seed):
             raise ValueError(f"seed must be an int, got {seed!r}")
         is_e = np.array([k == "E" for k in kinds])
         if isinstance(p_recurrent, tuple):
